@@ -1,0 +1,72 @@
+"""What a target declares it supports, and what precision it claims to compute in.
+
+The suite only generates inputs inside a target's declared capabilities, so a
+feature a target does not support is reported as *unsupported*, never as passed.
+The precision claims parameterize the tolerance policy (``verify.tolerance``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from verify.dtypes import STANDARD_DTYPES, get_format
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """Declared support of one target.  Defaults describe a fully general target."""
+
+    dtypes: tuple[str, ...] = STANDARD_DTYPES
+    devices: tuple[str, ...] = ("cpu", "cuda")
+    # ---- softmax and attention: sizes -------------------------------------------------
+    min_length: int = 1  # softmax row length / attention Nq and Nk lower limit
+    max_length: int | None = None  # None: no limit beyond the profile's
+    # ---- special values ---------------------------------------------------------------
+    neg_inf: bool = True  # accepts -inf logits (masking by -inf)
+    special_values: bool = True  # accepts NaN / +inf inputs and must propagate them
+    noncontiguous: bool = True
+    # ---- attention only ---------------------------------------------------------------
+    causal: bool = True
+    bool_mask: bool = True
+    causal_with_mask: bool = True  # causal=True together with a boolean mask
+    gqa: bool = True  # Hq a multiple of Hkv, Hq != Hkv
+    head_dim_min: int = 1
+    head_dim_max: int = 512
+    head_dim_multiple: int = 1
+    # ---- precision claims (parameterize the tolerance policy) -------------------------
+    compute_precision: str | None = None  # None: float32 for <=32-bit inputs, float64 for float64
+    dot_precision: str | None = None  # precision of Q K^T and P V products; None: compute_precision
+    probs_rounded_to_input: bool = True  # P rounded to the input dtype before P V (FlashAttention does)
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def __post_init__(self) -> None:
+        for name in self.dtypes:
+            get_format(name)
+        if self.min_length < 1:
+            raise ValueError("min_length must be >= 1")
+        if self.max_length is not None and self.max_length < self.min_length:
+            raise ValueError("max_length must be >= min_length")
+        if not 1 <= self.head_dim_min <= self.head_dim_max:
+            raise ValueError("need 1 <= head_dim_min <= head_dim_max")
+
+    def supports_dtype(self, dtype: str) -> bool:
+        return get_format(dtype).name in {get_format(d).name for d in self.dtypes}
+
+    def supports_device(self, device: str) -> bool:
+        return device.split(":")[0] in self.devices
+
+    def compute_format(self, dtype: str) -> str:
+        """The precision intermediate results are claimed to be held in."""
+        if self.compute_precision is not None:
+            return self.compute_precision
+        return "float64" if get_format(dtype).name == "float64" else "float32"
+
+    def dot_format(self, dtype: str) -> str:
+        return self.dot_precision or self.compute_format(dtype)
+
+    def with_(self, **changes: Any) -> "Capabilities":
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
