@@ -1,0 +1,57 @@
+"""The report of one ``python -m verify check`` run: a console line per cell and report.json."""
+
+from __future__ import annotations
+
+import json
+import platform
+from pathlib import Path
+from typing import Any
+
+import torch
+
+CHECK_SCHEMA = "flashverify-check/1"
+
+
+def cell_line(cell) -> str:
+    """One console line summarising a target x dtype cell."""
+    if cell.status == "unsupported":
+        return f"  {cell.dtype:<9} unsupported: {cell.reason}"
+    s = cell.summary
+    cut = " (cut by budget)" if cell.cut_by_budget else ""
+    return (f"  {cell.dtype:<9} {cell.status.upper():<8} {cell.examples} examples{cut}, "
+            f"max {cell.max_error:.3g} {cell.error_unit} (p99 {s.p99:.3g}, median {s.median:.3g}), "
+            f"{cell.max_ratio:.3g} of tolerance, flash rule {cell.flash_rule_max:.2f}x naive, "
+            f"{cell.seconds:.1f}s")
+
+
+def cell_to_dict(cell) -> dict[str, Any]:
+    s = cell.summary
+    v = cell.violation
+    return {
+        "target": cell.target, "op": cell.op, "dtype": cell.dtype, "device": cell.device, "status": cell.status,
+        "reason": cell.reason, "examples": cell.examples, "seconds": round(cell.seconds, 3),
+        "error_unit": cell.error_unit, "max_error": cell.max_error, "p99_error": s.p99, "median_error": s.median,
+        "max_error_over_tolerance": cell.max_ratio,
+        "tolerance_range": [cell.min_tolerance_seen, cell.max_tolerance_seen],
+        "normwise_relative_error_max": cell.normwise_max,
+        "flash_rule_ratio_max": cell.flash_rule_max, "flash_rule_examples_over_2": cell.flash_rule_over_2,
+        "flushed_to_zero": cell.flushed, "negative_zeros": cell.negative_zeros,
+        "oracle_fallback_rows": cell.fallback_rows, "features": dict(cell.features),
+        "violation": v.to_dict() if v else None, "counterexample": cell.counterexample,
+        "artifact": cell.artifact, "worst_case": cell.worst_case, "worst_case_artifact": cell.worst_artifact,
+        "cut_by_budget": cell.cut_by_budget,
+    }
+
+
+def write_check_report(cells, directory: Path, options: dict[str, Any]) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    doc = {
+        "schema": CHECK_SCHEMA,
+        "options": {k: v for k, v in options.items() if isinstance(v, (str, int, float, bool, list, type(None)))},
+        "environment": {"python": platform.python_version(), "torch": torch.__version__,
+                        "platform": platform.platform()},
+        "cells": [cell_to_dict(c) for c in cells],
+    }
+    path = directory / "report.json"
+    path.write_text(json.dumps(doc, indent=2, default=str))
+    return path

@@ -1,0 +1,31 @@
+"""Short, readable renderings of numbers and dtypes for ``describe()``."""
+
+from __future__ import annotations
+
+import math
+
+SHORT_DTYPE = {
+    "float16": "fp16",
+    "bfloat16": "bf16",
+    "float32": "fp32",
+    "float64": "fp64",
+    "float8_e4m3fn": "e4m3",
+    "float8_e5m2": "e5m2",
+}
+
+
+def num(x: float) -> str:
+    """``30000.0`` -> ``3e4``; ``0.5`` -> ``0.5``; three significant digits at most."""
+    if math.isnan(x):
+        return "nan"
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    if x == 0:
+        return "-0" if math.copysign(1.0, x) < 0 else "0"
+    text = format(x, ".3g")
+    mantissa, _, exponent = text.partition("e")
+    return f"{mantissa}e{int(exponent)}" if exponent else text
+
+
+def short_dtype(name: str) -> str:
+    return SHORT_DTYPE.get(name, name)

@@ -1,0 +1,146 @@
+"""The fixed vocabulary of adversarial features a generated case can carry.
+
+A case lists the features present in it (``case.features``); the engine turns
+each into a ``hypothesis.event`` so a run's statistics show which adversarial
+situations were exercised.  The vocabulary is closed and listed here in full so
+that a coverage report can show features that were never hit as zeros.
+
+Naming: ``group:detail``.  Length features (``len:``) describe the softmax row
+length, and for attention the key length Nk (the length of each softmax row
+inside attention).
+
+=====================  =================================================================
+len:1                  length one: softmax of a single entry must be exactly 1
+len:prime              prime length: never a multiple of any block or vector width
+len:2^k / 2^k-1 / 2^k+1   at / just below / just above a power of two (k >= 1, >= 2, >= 1)
+len:multB[-1|+1]       an exact multiple of B (16, 32, 64, 128), or one short / one over:
+                       the ragged last tile of a blocked kernel; every B that applies is listed
+shape:3d               softmax input of shape (batch, rows, length)
+values:explicit        small input drawn element by element (spec holds the values)
+rows:mixed-ranges      rows of one matrix drawn from different value recipes
+mag:normal ...         the value recipe of some row (see ``strategies.values``)
+mag:tiny-scale         spread <= 1e-3 (values nearly equal: softmax nearly uniform)
+mag:huge-scale         spread >= 1e4 (softmax nearly one-hot, exp overflow without max-shift)
+mask:random            random -inf entries / False entries
+mask:leading-block     the first 16/32/64/128 entries of every row masked
+mask:causal            causal (triangular) pattern, possibly offset
+mask:sliding-window    band of a fixed width ending at the diagonal
+mask:key-padding       the last k entries masked, k varying by row or batch
+mask:fully-masked-row  some row has every entry masked (the 0/0 case)
+mask:single-unmasked-row  some row has exactly one entry unmasked
+mask:dense             at least 90 % of all entries masked
+special:nan / +inf / neg-zero   a NaN, +inf or -0.0 entry placed in the input
+layout:noncontiguous   some input is not contiguous in memory
+layout:misaligned      some input starts one element past its allocation (contiguous but misaligned)
+layout:<name>          the specific non-default layout used
+attn:mha/gqa/mqa       Hq == Hkv / Hkv a proper divisor of Hq (> 1) / Hkv == 1 < Hq
+attn:nq<nk, nq>nk      query and key lengths differ
+attn:decode            a single query (Nq == 1)
+attn:causal            causal flag set
+attn:bool-mask         boolean mask given
+attn:causal+mask       both at once
+mask-shape:<shape>     broadcast shape of the boolean mask: (Nq,Nk), (1,1,Nq,Nk),
+                       (B,1,Nq,Nk), (B,Hq,Nq,Nk), (B,1,1,Nk)
+hdim:small             head dim <= 8
+hdim:pow2 / non-pow2   head dim a power of two or not (40, 72, 80, 96, 120, ...)
+hdim:large             head dim >= 160
+scale:default          scale = 1/sqrt(D)
+scale:explicit         an explicit scale; also tiny (<= 1e-3), huge (>= 1e2), negative
+q:/k:/v:<recipe>       the value recipe of Q, K or V
+qk:one-hot             estimated spread of the scores across keys >= 100: softmax is one-hot
+qk:flat                estimated spread <= 1e-3: softmax is uniform
+dtype:<name>           the storage dtype
+=====================  =================================================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from verify.dtypes import FORMATS
+
+BLOCKS = (16, 32, 64, 128)
+
+_DTYPE = tuple(f"dtype:{name}" for name in FORMATS)
+
+_LENGTH = ("len:1", "len:prime", "len:2^k", "len:2^k-1", "len:2^k+1") + tuple(
+    f"len:mult{b}{suffix}" for b in BLOCKS for suffix in ("", "-1", "+1")
+)
+
+_MASK = (
+    "mask:random",
+    "mask:leading-block",
+    "mask:causal",
+    "mask:sliding-window",
+    "mask:key-padding",
+    "mask:fully-masked-row",
+    "mask:single-unmasked-row",
+    "mask:dense",
+)
+
+_SPECIAL = ("special:nan", "special:+inf", "special:neg-zero")
+
+SOFTMAX_VALUE_KINDS = (
+    "normal",
+    "uniform",
+    "constant",
+    "ties",
+    "dominant",
+    "cancellation",
+    "near-max",
+    "very-negative",
+    "full-range",
+    "outliers",
+    "subnormal-output",
+)
+QK_VALUE_KINDS = ("normal", "uniform", "constant", "outliers", "cancellation")
+V_VALUE_KINDS = QK_VALUE_KINDS + ("full-range",)
+
+SOFTMAX_LAYOUTS = ("contiguous", "row-padded", "transposed", "strided", "misaligned")
+ATTENTION_LAYOUTS = ("contiguous", "bnhd", "head-dim-padded", "strided-seq", "misaligned")
+
+#: Features a softmax case can carry.
+SOFTMAX_FEATURES: tuple[str, ...] = (
+    _DTYPE
+    + _LENGTH
+    + ("shape:3d", "values:explicit", "rows:mixed-ranges")
+    + tuple(f"mag:{k}" for k in SOFTMAX_VALUE_KINDS)
+    + ("mag:tiny-scale", "mag:huge-scale")
+    + _MASK
+    + _SPECIAL
+    + ("layout:noncontiguous", "layout:misaligned")
+    + tuple(f"layout:{name}" for name in SOFTMAX_LAYOUTS[1:-1])
+)
+
+#: Features an attention case can carry.
+ATTENTION_FEATURES: tuple[str, ...] = (
+    _DTYPE
+    + _LENGTH
+    + ("attn:mha", "attn:gqa", "attn:mqa", "attn:nq<nk", "attn:nq>nk", "attn:decode")
+    + ("attn:causal", "attn:bool-mask", "attn:causal+mask")
+    + tuple(f"mask-shape:{s}" for s in ("qk", "11qk", "b1qk", "bhqk", "b11k"))
+    + _MASK
+    + ("hdim:small", "hdim:pow2", "hdim:non-pow2", "hdim:large")
+    + ("scale:default", "scale:explicit", "scale:tiny", "scale:huge", "scale:negative")
+    + tuple(f"q:{k}" for k in QK_VALUE_KINDS)
+    + tuple(f"k:{k}" for k in QK_VALUE_KINDS)
+    + tuple(f"v:{k}" for k in V_VALUE_KINDS)
+    + ("qk:one-hot", "qk:flat")
+    + _SPECIAL
+    + ("layout:noncontiguous", "layout:misaligned")
+    + tuple(f"layout:{name}" for name in ATTENTION_LAYOUTS[1:-1])
+)
+
+#: Every feature name any case can carry, in a stable order.
+FEATURES: tuple[str, ...] = tuple(dict.fromkeys(SOFTMAX_FEATURES + ATTENTION_FEATURES))
+
+_RANK = {name: i for i, name in enumerate(FEATURES)}
+
+
+def ordered(found: Iterable[str]) -> tuple[str, ...]:
+    """``found`` deduplicated in vocabulary order; an unknown name is a bug here, so it raises."""
+    names = set(found)
+    unknown = names - _RANK.keys()
+    if unknown:
+        raise AssertionError(f"features outside the vocabulary: {sorted(unknown)}")
+    return tuple(sorted(names, key=_RANK.__getitem__))

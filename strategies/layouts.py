@@ -1,0 +1,76 @@
+"""Memory layouts: how a logical tensor is laid out in the storage a kernel receives.
+
+Each layout is a *plan*: the shape of a contiguous base allocation and a view
+function that maps the base to the logical shape.  Building fills the base with
+NaN, writes the logical values through the view, moves the base to the device
+and only then takes the view there, so the strides (and the NaN poison in the
+gaps) survive ``.to(device)``.  A kernel that reads outside the view or ignores
+the strides picks up NaN or scrambled values and fails visibly.
+
+Softmax (2-D / 3-D, last axis = the softmax axis):
+  contiguous    plain row-major.
+  row-padded    each row followed by a gap: row stride > length, last dim dense.
+  transposed    stored column-major: the softmax axis has stride = rows.
+  strided       every other element: last-dim stride 2.
+  misaligned    contiguous, but starting one element into the allocation (the
+                data pointer is not 16-byte aligned).
+Attention (B, H, N, D):
+  contiguous, misaligned as above;
+  bnhd             stored as (B, N, H, D) and transposed, as after a fused QKV projection.
+  head-dim-padded  head dim followed by a gap: a sliced view of a wider last dim.
+  strided-seq      every other sequence position: stride along N doubled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from strategies.features import ATTENTION_LAYOUTS, SOFTMAX_LAYOUTS
+
+_GAP = 3  # odd on purpose: padded rows break every power-of-two alignment
+
+Plan = tuple[tuple[int, ...], Callable[[torch.Tensor], torch.Tensor]]
+
+
+def plan(layout: str, shape: tuple[int, ...]) -> Plan:
+    """Base shape and base -> view function for ``layout`` and logical ``shape``."""
+    *lead, n = shape
+    if layout == "contiguous":
+        return shape, lambda b: b
+    if layout == "misaligned":
+        numel = 1
+        for s in shape:
+            numel *= s
+        return (numel + 1,), lambda b: b[1:].view(shape)
+    if layout in ("row-padded", "head-dim-padded"):
+        return (*lead, n + _GAP), lambda b: b[..., :n]
+    if layout == "strided":
+        return (*lead, 2 * n), lambda b: b[..., ::2]
+    if layout == "transposed":
+        return (*lead[:-1], n, lead[-1]), lambda b: b.transpose(-1, -2)
+    if layout == "bnhd":
+        bsz, heads, seq, dim = shape
+        return (bsz, seq, heads, dim), lambda b: b.permute(0, 2, 1, 3)
+    if layout == "strided-seq":
+        bsz, heads, seq, dim = shape
+        return (bsz, heads, 2 * seq, dim), lambda b: b[:, :, ::2, :]
+    raise ValueError(f"unknown layout {layout!r}; use one of {SOFTMAX_LAYOUTS + ATTENTION_LAYOUTS}")
+
+
+def materialize(x: torch.Tensor, layout: str, device: str = "cpu") -> torch.Tensor:
+    """``x`` (on CPU, any dtype) in ``layout`` on ``device``, with NaN in the gaps."""
+    if layout == "contiguous":
+        return x.contiguous().to(device)
+    base_shape, view = plan(layout, tuple(x.shape))
+    # Filled in float64 (exact for every supported dtype), then converted once.
+    base = torch.full(base_shape, float("nan"), dtype=torch.float64)
+    view(base).copy_(x.to(torch.float64))
+    return view(base.to(x.dtype).to(device))
+
+
+def is_noncontiguous(layout: str, shape: tuple[int, ...]) -> bool:
+    """Whether the view is non-contiguous for this shape (size-1 dims can make a layout trivial)."""
+    base_shape, view = plan(layout, shape)
+    return not view(torch.empty(base_shape, device="meta")).is_contiguous()

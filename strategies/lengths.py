@@ -1,0 +1,151 @@
+"""Adversarial sequence lengths.
+
+Blocked kernels go wrong at the edges of their tiling: a length of one, a prime
+(never a multiple of any tile), one short of or one over a power of two or a
+block size (a ragged final tile with a single live lane, or one dead lane), the
+largest length allowed.  :func:`lengths` draws a *kind* of length first and then
+a length of that kind, so every kind is reached often however wide the range.
+
+Kinds are listed simplest first and each kind's candidates run from small to
+large, so shrinking moves towards short, plain lengths.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+from hypothesis import strategies as st
+from hypothesis.strategies import SearchStrategy
+
+from strategies._validation import check_argument, check_positive_int
+from strategies.features import BLOCKS
+
+LENGTH_KINDS = (
+    "small",
+    "power-of-two",
+    "power-of-two-minus-one",
+    "power-of-two-plus-one",
+    "prime",
+    "block-multiple",
+    "block-multiple-minus-one",
+    "block-multiple-plus-one",
+    "maximum",
+    "any",
+)
+
+# Sieving beyond this is slow and pointless: a primality test per draw takes over.
+_SIEVE_LIMIT = 1 << 20
+
+
+def is_prime(n: int) -> bool:
+    if n < 2:
+        return False
+    if n < 4:
+        return True
+    if n % 2 == 0:
+        return False
+    return all(n % d for d in range(3, math.isqrt(n) + 1, 2))
+
+
+@lru_cache(maxsize=64)
+def _primes(lo: int, hi: int) -> tuple[int, ...]:
+    hi = min(hi, _SIEVE_LIMIT)
+    if hi < 2:
+        return ()
+    sieve = bytearray([1]) * (hi + 1)
+    sieve[0:2] = b"\x00\x00"
+    for p in range(2, math.isqrt(hi) + 1):
+        if sieve[p]:
+            sieve[p * p :: p] = bytearray(len(range(p * p, hi + 1, p)))
+    return tuple(n for n in range(max(lo, 2), hi + 1) if sieve[n])
+
+
+def _powers_of_two(lo: int, hi: int, delta: int, k_min: int) -> tuple[int, ...]:
+    out = []
+    k = k_min
+    while (1 << k) + delta <= hi:
+        if (1 << k) + delta >= lo:
+            out.append((1 << k) + delta)
+        k += 1
+    return tuple(out)
+
+
+def _multiplier_range(block: int, delta: int, lo: int, hi: int) -> tuple[int, int]:
+    """Multipliers m >= 1 with m*block + delta in [lo, hi] (empty when first > last)."""
+    first = max(1, -((delta - lo) // block))  # ceil((lo - delta) / block)
+    last = (hi - delta) // block
+    return first, last
+
+
+def length_features(n: int) -> tuple[str, ...]:
+    """Features of a length: ``len:1``, ``len:prime``, ``len:2^k±1``, ``len:multB±1``."""
+    found = []
+    if n == 1:
+        found.append("len:1")
+    if is_prime(n):
+        found.append("len:prime")
+    if n >= 2 and n & (n - 1) == 0:
+        found.append("len:2^k")
+    if n >= 3 and (n + 1) & n == 0:
+        found.append("len:2^k-1")
+    if n >= 3 and (n - 1) & (n - 2) == 0:
+        found.append("len:2^k+1")
+    for b in BLOCKS:
+        if n % b == 0:
+            found.append(f"len:mult{b}")
+        if (n + 1) % b == 0:
+            found.append(f"len:mult{b}-1")
+        if n > b and (n - 1) % b == 0:
+            found.append(f"len:mult{b}+1")
+    return tuple(found)
+
+
+def lengths(min_value: int = 1, max_value: int = 300) -> SearchStrategy[int]:
+    """Lengths in ``[min_value, max_value]``, concentrated on the adversarial kinds above.
+
+    Kinds without a candidate in the range are left out, so a narrow range still
+    works (``lengths(5, 5)`` always gives 5).
+    """
+    check_positive_int(min_value, "min_value")
+    check_positive_int(max_value, "max_value")
+    check_argument(
+        min_value <= max_value,
+        f"min_value={min_value} must not exceed max_value={max_value}; swap or widen the bounds",
+    )
+    lo, hi = min_value, max_value
+    choices: dict[str, SearchStrategy[int]] = {}
+    choices["small"] = st.integers(lo, min(hi, lo + 7))
+    for kind, delta, k_min in (
+        ("power-of-two", 0, 1),
+        ("power-of-two-minus-one", -1, 2),
+        ("power-of-two-plus-one", 1, 1),
+    ):
+        candidates = _powers_of_two(lo, hi, delta, k_min)
+        if candidates:
+            choices[kind] = st.sampled_from(candidates)
+    primes = _primes(lo, hi)
+    if primes:
+        choices["prime"] = st.sampled_from(primes)
+    for kind, delta in (
+        ("block-multiple", 0),
+        ("block-multiple-minus-one", -1),
+        ("block-multiple-plus-one", 1),
+    ):
+        per_block = []
+        for b in BLOCKS:
+            first, last = _multiplier_range(b, delta, lo, hi)
+            if first <= last:
+                per_block.append((b, first, last))
+        if per_block:
+            choices[kind] = _block_lengths(tuple(per_block), delta)
+    choices["maximum"] = st.just(hi)
+    choices["any"] = st.integers(lo, hi)
+    kinds = [k for k in LENGTH_KINDS if k in choices]
+    return st.sampled_from(kinds).flatmap(choices.__getitem__)
+
+
+def _block_lengths(per_block: tuple[tuple[int, int, int], ...], delta: int) -> SearchStrategy[int]:
+    # The block is drawn before the multiplier so that 128 is as likely as 16,
+    # although far fewer lengths in the range are multiples of 128.
+    return st.sampled_from(per_block).flatmap(lambda b: st.integers(b[1], b[2]).map(lambda m: m * b[0] + delta))

@@ -1,0 +1,206 @@
+"""Mask recipes: which (row, column) entries are masked out.
+
+For softmax a masked entry is a ``-inf`` logit; for attention it is a ``False``
+in the boolean mask (``True`` = attend).  A :class:`MaskSpec` is the recipe and
+:meth:`MaskSpec.keep` expands it into a boolean "keep" matrix with a seeded
+generator.
+
+Kinds, simplest first:
+
+none             nothing masked.
+random           each entry masked with probability ``density`` (up to 1.0: every row
+                 fully masked), the classic test of the running max being -inf.
+fully-masked-row the rows listed in ``rows`` (modulo the row count) entirely masked:
+                 0/0 in the normalisation, whose result the contract must define.
+leading-block    the first ``block`` (16/32/64/128) columns masked: a whole first tile
+                 of -inf, so the running max starts at -inf and ``exp(-inf - -inf)`` is NaN
+                 unless the kernel guards it.
+single-unmasked  one random column per row kept: the result must be exactly one-hot.
+causal           row i keeps columns ``j <= i + offset``; offset 0 is top-left aligned,
+                 ``n_cols - n_rows`` bottom-right; negative offsets mask whole leading rows.
+sliding-window   row i keeps ``i + offset - window < j <= i + offset``.
+key-padding      the last ``pads[g]`` columns masked, for group g (a row or a batch
+                 entry, the caller decides), pads up to the full width.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from hypothesis import strategies as st
+from hypothesis.strategies import SearchStrategy
+
+from strategies._text import num
+from strategies._validation import spec_error
+
+MASK_KINDS = (
+    "none",
+    "random",
+    "fully-masked-row",
+    "leading-block",
+    "single-unmasked",
+    "causal",
+    "sliding-window",
+    "key-padding",
+)
+MASK_BLOCKS = (16, 32, 64, 128)
+DENSITIES = (0.5, 0.1, 0.9, 0.99, 1.0, 0.01)
+
+# Kind -> feature for the kinds whose shape is not already told by a data feature.
+_KIND_FEATURE = {
+    "random": "mask:random",
+    "leading-block": "mask:leading-block",
+    "causal": "mask:causal",
+    "sliding-window": "mask:sliding-window",
+    "key-padding": "mask:key-padding",
+}
+
+
+@dataclass(frozen=True)
+class MaskSpec:
+    """A mask recipe.  Fields a kind does not use stay at their defaults."""
+
+    kind: str = "none"
+    density: float = 0.0
+    block: int = 0
+    window: int = 0
+    offset: int = 0
+    rows: tuple[int, ...] = ()
+    pads: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.kind not in MASK_KINDS:
+            raise spec_error("mask", f"kind must be one of {MASK_KINDS}", self.kind)
+        object.__setattr__(self, "rows", tuple(int(r) for r in self.rows))
+        object.__setattr__(self, "pads", tuple(int(p) for p in self.pads))
+        object.__setattr__(self, "density", float(self.density))
+        if not 0.0 <= self.density <= 1.0:
+            raise spec_error("mask", "density must lie in [0, 1]", self.density)
+        if self.block < 0 or self.window < 0 or any(r < 0 for r in self.rows) or any(p < 0 for p in self.pads):
+            raise spec_error("mask", "block, window, rows and pads must be non-negative", self)
+        if self.kind == "fully-masked-row" and not self.rows:
+            raise spec_error("mask", "fully-masked-row needs at least one row index", self)
+        if self.kind == "key-padding" and not self.pads:
+            raise spec_error("mask", "key-padding needs at least one pad", self)
+        if self.kind == "sliding-window" and self.window < 1:
+            raise spec_error("mask", "sliding-window needs window >= 1", self)
+        if self.kind == "leading-block" and self.block < 1:
+            raise spec_error("mask", "leading-block needs block >= 1", self)
+
+    # ---- replay -----------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "density": self.density,
+            "block": self.block,
+            "window": self.window,
+            "offset": self.offset,
+            "rows": list(self.rows),
+            "pads": list(self.pads),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "MaskSpec":
+        d = dict(d)
+        d["rows"] = tuple(d.get("rows", ()))
+        d["pads"] = tuple(d.get("pads", ()))
+        return cls(**d)
+
+    def describe(self) -> str:
+        k = self.kind
+        if k == "random":
+            return f"random({num(self.density)})"
+        if k == "fully-masked-row":
+            return f"fully-masked-rows{list(self.rows)}"
+        if k == "leading-block":
+            return f"leading-block-{self.block}"
+        if k == "causal":
+            return f"causal(offset={self.offset})"
+        if k == "sliding-window":
+            return f"sliding-window(window={self.window}, offset={self.offset})"
+        if k == "key-padding":
+            return f"key-padding{list(self.pads)}"
+        return k
+
+    def kind_features(self) -> tuple[str, ...]:
+        return (_KIND_FEATURE[self.kind],) if self.kind in _KIND_FEATURE else ()
+
+    # ---- building ---------------------------------------------------------------------
+    def keep(
+        self, n_rows: int, n_cols: int, rng: np.random.Generator, group: int = 0, per_row: bool = False
+    ) -> np.ndarray:
+        """Boolean ``(n_rows, n_cols)``: True where the entry is kept.
+
+        ``group`` picks the key-padding pad for the whole matrix; with ``per_row``
+        each row i uses ``pads[i]`` instead (rows of a 2-D softmax are separate sequences).
+        """
+        k = self.kind
+        i = np.arange(n_rows)[:, None]
+        j = np.arange(n_cols)[None, :]
+        if k == "none":
+            return np.ones((n_rows, n_cols), dtype=bool)
+        if k == "random":
+            return ~(rng.random((n_rows, n_cols)) < self.density)
+        if k == "fully-masked-row":
+            keep = np.ones((n_rows, n_cols), dtype=bool)
+            keep[[r % n_rows for r in self.rows], :] = False
+            return keep
+        if k == "leading-block":
+            return np.broadcast_to(j >= self.block, (n_rows, n_cols)).copy()
+        if k == "single-unmasked":
+            keep = np.zeros((n_rows, n_cols), dtype=bool)
+            keep[np.arange(n_rows), rng.integers(0, n_cols, n_rows)] = True
+            return keep
+        if k == "causal":
+            return j <= i + self.offset
+        if k == "sliding-window":
+            return (j <= i + self.offset) & (j > i + self.offset - self.window)
+        if k == "key-padding":
+            if per_row:
+                pads = np.array([self.pads[r % len(self.pads)] for r in range(n_rows)])[:, None]
+            else:
+                pads = self.pads[group % len(self.pads)]
+            return np.broadcast_to(j < n_cols - pads, (n_rows, n_cols)).copy()
+        raise AssertionError(k)
+
+
+def keep_features(keep: np.ndarray) -> tuple[str, ...]:
+    """Features read off a keep array whose last axis is the masked axis."""
+    if keep.size == 0:
+        return ()
+    found = []
+    per_row = keep.reshape(-1, keep.shape[-1]).sum(axis=1)
+    if (per_row == 0).any():
+        found.append("mask:fully-masked-row")
+    if (per_row == 1).any() and keep.shape[-1] > 1:
+        found.append("mask:single-unmasked-row")
+    if (~keep).mean() >= 0.9:
+        found.append("mask:dense")
+    return tuple(found)
+
+
+@st.composite
+def mask_specs(
+    draw: st.DrawFn, n_rows: int, n_cols: int, kinds: tuple[str, ...] = MASK_KINDS
+) -> MaskSpec:
+    """A mask recipe for an ``n_rows x n_cols`` matrix; ``kinds`` in the order to shrink towards."""
+    kind = draw(st.sampled_from(kinds))
+    diagonal = st.one_of(st.just(0), st.just(n_cols - n_rows), st.integers(-n_rows, n_cols))
+    if kind == "random":
+        return MaskSpec(kind, density=draw(st.sampled_from(DENSITIES)))
+    if kind == "fully-masked-row":
+        rows = draw(st.lists(st.integers(0, n_rows - 1), min_size=1, max_size=min(n_rows, 4), unique=True))
+        return MaskSpec(kind, rows=tuple(sorted(rows)))
+    if kind == "leading-block":
+        # Blocks shorter than the row first: a masked first tile followed by live entries.
+        blocks = [b for b in MASK_BLOCKS if b < n_cols] + [b for b in MASK_BLOCKS if b >= n_cols]
+        return MaskSpec(kind, block=draw(st.sampled_from(blocks)))
+    if kind == "causal":
+        return MaskSpec(kind, offset=draw(diagonal))
+    if kind == "sliding-window":
+        return MaskSpec(kind, window=draw(st.integers(1, n_cols)), offset=draw(diagonal))
+    if kind == "key-padding":
+        return MaskSpec(kind, pads=tuple(draw(st.lists(st.integers(0, n_cols), min_size=1, max_size=4))))
+    return MaskSpec(kind)

@@ -1,0 +1,402 @@
+"""Softmax inputs: a replayable spec, the case built from it, and the strategy drawing cases.
+
+Hypothesis draws a :class:`SoftmaxSpec` (a few dozen numbers, JSON-able);
+:meth:`SoftmaxCase.build` expands it deterministically into the logits tensor.
+Shrinking therefore acts on the description (shorter rows, fewer rows, simpler
+recipe, no mask, seed 0) and a failing spec replays bit for bit anywhere.
+
+Building, in order (each step only uses bit-exact operations, see ``strategies._rng``):
+
+1. float64 values: row ``g`` of the flattened ``(batch*rows, length)`` matrix is
+   drawn from ``recipes[g % len(recipes)]`` with its own stream, or taken from
+   ``explicit`` when the spec holds explicit values;
+2. clipping to +-max_finite of the dtype, so every value is finite after rounding;
+3. the mask: masked entries become -inf;
+4. special entries (NaN, +inf, -0.0), which override everything above;
+5. one rounding to the dtype (round to nearest even, through torch ``.to``);
+6. the layout, on the target device.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from hypothesis import strategies as st
+from hypothesis.strategies import SearchStrategy
+
+from strategies import _rng
+from strategies._text import num, short_dtype
+from strategies._validation import (
+    check_caps,
+    check_optional_bool,
+    check_positive_int,
+    check_argument,
+    length_bounds,
+    resolve_dtypes,
+    resolve_switch,
+    spec_error,
+)
+from strategies.features import SOFTMAX_LAYOUTS, SOFTMAX_VALUE_KINDS, ordered
+from strategies.layouts import is_noncontiguous, materialize
+from strategies.lengths import length_features, lengths
+from strategies.masks import MASK_KINDS, MaskSpec, keep_features, mask_specs
+from strategies.specials import SpecialSpec, special_kinds, special_specs
+from strategies.values import ValueRecipe, value_recipes
+from verify.capabilities import Capabilities
+from verify.dtypes import FloatFormat, get_format
+
+#: Inputs with at most this many entries may be drawn element by element.
+EXPLICIT_MAX_ENTRIES = 64
+MAX_BATCH = 3
+MAX_RECIPES = 3
+MAX_SPECIALS = 3
+
+
+@dataclass(frozen=True)
+class SoftmaxSpec:
+    """Everything needed to rebuild one softmax input.
+
+    ``batch == 0`` gives a 2-D ``(rows, length)`` tensor, ``batch >= 1`` a 3-D
+    ``(batch, rows, length)`` one.  ``explicit`` (2-D only) holds the values
+    themselves, already representable in ``dtype``; ``recipes`` is then empty.
+    """
+
+    dtype: str
+    rows: int
+    length: int
+    batch: int = 0
+    recipes: tuple[ValueRecipe, ...] = (ValueRecipe(),)
+    mask: MaskSpec = MaskSpec()
+    specials: tuple[SpecialSpec, ...] = ()
+    layout: str = "contiguous"
+    seed: int = 0
+    explicit: tuple[tuple[float, ...], ...] | None = None
+
+    def __post_init__(self) -> None:
+        try:
+            fmt = get_format(self.dtype)
+        except ValueError as err:
+            raise spec_error("softmax spec", str(err)) from None
+        object.__setattr__(self, "dtype", fmt.name)
+        object.__setattr__(self, "recipes", tuple(self.recipes))
+        object.__setattr__(self, "specials", tuple(self.specials))
+        for name in ("rows", "length", "batch", "seed"):
+            if not isinstance(getattr(self, name), int) or isinstance(getattr(self, name), bool):
+                raise spec_error("softmax spec", f"{name} must be an int", getattr(self, name))
+        if self.rows < 1 or self.length < 1 or self.batch < 0:
+            raise spec_error("softmax spec", "need rows >= 1, length >= 1, batch >= 0", self.shape)
+        if not 0 <= self.seed <= _rng.SEED_MAX:
+            raise spec_error("softmax spec", f"seed must lie in [0, {_rng.SEED_MAX}]", self.seed)
+        if self.layout not in SOFTMAX_LAYOUTS:
+            raise spec_error("softmax spec", f"layout must be one of {SOFTMAX_LAYOUTS}", self.layout)
+        if self.explicit is None:
+            if not self.recipes:
+                raise spec_error("softmax spec", "needs at least one value recipe (or explicit values)")
+        else:
+            values = tuple(tuple(float(v) for v in row) for row in self.explicit)
+            object.__setattr__(self, "explicit", values)
+            if self.batch != 0 or len(values) != self.rows or any(len(r) != self.length for r in values):
+                raise spec_error("softmax spec", "explicit values must form a rows x length matrix (batch 0)")
+            if not np.isfinite(np.array(values)).all():
+                raise spec_error("softmax spec", "explicit values must be finite (use specials and masks)")
+        if any(s.tensor != "x" or len(s.index) != 2 for s in self.specials):
+            raise spec_error("softmax spec", "special entries need tensor 'x' and a (row, col) index")
+        if not fmt.has_inf and (self.mask.kind != "none" or any(s.kind == "+inf" for s in self.specials)):
+            raise spec_error("softmax spec", f"{fmt.name} has no infinities: no mask, no +inf entries")
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return (self.batch, self.rows, self.length) if self.batch else (self.rows, self.length)
+
+    @property
+    def format(self) -> FloatFormat:
+        return get_format(self.dtype)
+
+    # ---- replay -----------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """A dict of plain JSON types; ``case_from_dict`` (or :meth:`from_dict`) inverts it."""
+        return {
+            "op": "softmax",
+            "dtype": self.dtype,
+            "rows": self.rows,
+            "length": self.length,
+            "batch": self.batch,
+            "recipes": [r.to_dict() for r in self.recipes],
+            "mask": self.mask.to_dict(),
+            "specials": [s.to_dict() for s in self.specials],
+            "layout": self.layout,
+            "seed": self.seed,
+            "explicit": None if self.explicit is None else [list(r) for r in self.explicit],
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "SoftmaxSpec":
+        d = dict(d)
+        op = d.pop("op", "softmax")
+        if op != "softmax":
+            raise spec_error("softmax spec", "op must be 'softmax'", op)
+        try:
+            return cls(
+                dtype=d.pop("dtype"),
+                rows=d.pop("rows"),
+                length=d.pop("length"),
+                batch=d.pop("batch", 0),
+                recipes=tuple(ValueRecipe.from_dict(r) for r in d.pop("recipes", [{}])),
+                mask=MaskSpec.from_dict(d.pop("mask", {})),
+                specials=tuple(SpecialSpec.from_dict(s) for s in d.pop("specials", [])),
+                layout=d.pop("layout", "contiguous"),
+                seed=d.pop("seed", 0),
+                explicit=d.pop("explicit", None),
+                **_no_extra(d),
+            )
+        except (KeyError, TypeError) as err:
+            raise spec_error("softmax spec", f"malformed dict ({err})") from None
+
+    # ---- building ---------------------------------------------------------------------
+    def keep(self) -> np.ndarray:
+        """Boolean ``(max(batch, 1), rows, length)``: False where the logit is -inf."""
+        slabs = max(self.batch, 1)
+        return np.stack(
+            [
+                # A 2-D input's rows are separate sequences (padding per row); a 3-D one pads per batch entry.
+                self.mask.keep(self.rows, self.length, _rng.stream(self.seed, _rng.MASK, b), b, self.batch == 0)
+                for b in range(slabs)
+            ]
+        )
+
+    def values(self) -> np.ndarray:
+        """Float64 ``(max(batch, 1), rows, length)`` before rounding: values, mask and specials."""
+        fmt = self.format
+        slabs = max(self.batch, 1)
+        if self.explicit is not None:
+            x = np.array(self.explicit, dtype=np.float64)[None]
+        else:
+            x = np.empty((slabs, self.rows, self.length))
+            flat = x.reshape(-1, self.length)
+            for g in range(flat.shape[0]):
+                recipe = self.recipes[g % len(self.recipes)]
+                rng = _rng.stream(self.seed, _rng.VALUES, g)
+                flat[g] = recipe.sample(rng, (self.length,), fmt, fmt.max_finite)
+            np.clip(x, -fmt.max_finite, fmt.max_finite, out=x)
+        x[~self.keep()] = -np.inf
+        flat = x.reshape(-1, self.length)
+        for special in self.specials:
+            special.place(flat)
+        return x
+
+    def build(self, device: str = "cpu") -> torch.Tensor:
+        x = torch.from_numpy(self.values()).to(self.format.torch_dtype)
+        if self.batch == 0:
+            x = x[0]
+        return materialize(x, self.layout, device)
+
+
+def _no_extra(d: dict[str, Any]) -> dict[str, Any]:
+    if d:
+        raise spec_error("spec", f"unknown keys {sorted(d)}")
+    return {}
+
+
+def softmax_features(spec: SoftmaxSpec) -> tuple[str, ...]:
+    found = [f"dtype:{spec.dtype}", *length_features(spec.length)]
+    if spec.batch:
+        found.append("shape:3d")
+    total_rows = max(spec.batch, 1) * spec.rows
+    if spec.explicit is not None:
+        found.append("values:explicit")
+    else:
+        used = spec.recipes[:total_rows]
+        for recipe in used:
+            found.extend(recipe.features())
+        if len(set(used)) > 1:
+            found.append("rows:mixed-ranges")
+    found.extend(spec.mask.kind_features())
+    found.extend(keep_features(spec.keep()))
+    found.extend(f"special:{s.kind}" for s in spec.specials)
+    if spec.layout == "misaligned":
+        found.append("layout:misaligned")
+    elif spec.layout != "contiguous":
+        found.append(f"layout:{spec.layout}")
+        if is_noncontiguous(spec.layout, spec.shape):
+            found.append("layout:noncontiguous")
+    return ordered(found)
+
+
+@dataclass(frozen=True)
+class SoftmaxCase:
+    """A drawn softmax input: its spec and the adversarial features it exercises."""
+
+    spec: SoftmaxSpec
+    features: tuple[str, ...] = field(init=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "features", softmax_features(self.spec))
+
+    def build(self, device: str = "cpu") -> torch.Tensor:
+        """The logits, dtype ``spec.dtype``, bitwise identical for equal specs."""
+        return self.spec.build(device)
+
+    def describe(self) -> str:
+        s = self.spec
+        parts = [f"rows={s.rows}", f"len={s.length}"]
+        if s.batch:
+            parts.insert(0, f"batch={s.batch}")
+        parts.append(short_dtype(s.dtype))
+        if s.explicit is not None:
+            flat = [v for row in s.explicit for v in row]
+            shown = ", ".join(num(v) for v in flat[:8]) + (", ..." if len(flat) > 8 else "")
+            parts.append(f"values=[{shown}]")
+        elif len(s.recipes) == 1:
+            parts.append(s.recipes[0].describe())
+        else:
+            parts.append("rows-cycle[" + "; ".join(r.describe() for r in s.recipes) + "]")
+        if s.mask.kind != "none":
+            parts.append(f"mask={s.mask.describe()}")
+        if s.specials:
+            parts.append("specials=[" + ", ".join(sp.describe() for sp in s.specials) + "]")
+        if s.layout != "contiguous":
+            parts.append(f"layout={s.layout}")
+        parts.append(f"seed={s.seed}")
+        return " ".join(parts)
+
+    def __repr__(self) -> str:
+        # Replayable: paste into a test to rebuild the exact input.
+        return f"case_from_dict({self.spec.to_dict()!r})"
+
+
+# ---- the strategy -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _SoftmaxConfig:
+    formats: tuple[FloatFormat, ...]
+    min_length: int
+    max_length: int
+    max_rows: int
+    special_values: bool
+    masks: bool
+    noncontiguous: bool
+    elementwise: bool | None
+
+
+def softmax_cases(
+    *,
+    dtypes: tuple[str, ...] | list[str] = ("float32",),
+    caps: Capabilities | None = None,
+    max_length: int = 300,
+    max_rows: int = 8,
+    special_values: bool | None = None,
+    masks: bool | None = None,
+    elementwise: bool | None = None,
+) -> SearchStrategy[SoftmaxCase]:
+    """Softmax inputs within the target's capabilities, rich in adversarial features.
+
+    * ``dtypes``: storage dtypes to draw from, intersected with ``caps.dtypes``;
+      shrinking moves towards the first.
+    * ``caps``: what the target supports (default: everything).  Lengths stay in
+      ``[caps.min_length, min(max_length, caps.max_length)]``; ``caps.neg_inf``
+      gates masks (-inf entries), ``caps.special_values`` NaN/+inf entries,
+      ``caps.noncontiguous`` the non-default layouts.
+    * ``max_rows``: rows per matrix; 3-D inputs add a batch of up to 3.
+    * ``special_values`` / ``masks``: None follows ``caps``; False turns off;
+      True insists (an error if ``caps`` forbids it).
+    * ``elementwise``: None draws small inputs (<= 64 entries) element by element
+      some of the time; True always does (forcing 2-D inputs of <= 64 entries);
+      False never does.
+    """
+    caps = check_caps(caps)
+    formats = resolve_dtypes(dtypes, caps)
+    lo, hi = length_bounds(max_length, "max_length", caps)
+    check_positive_int(max_rows, "max_rows")
+    specials_on = resolve_switch(special_values, caps.special_values, "special_values", "special_values")
+    masks_on = resolve_switch(masks, caps.neg_inf, "masks", "neg_inf")
+    if masks is True:
+        check_argument(
+            any(f.has_inf for f in formats),
+            f"masks=True but none of dtypes={tuple(f.name for f in formats)} can hold -inf; "
+            f"add a dtype with infinities or pass masks=None",
+        )
+    check_optional_bool(elementwise, "elementwise")
+    if elementwise:
+        check_argument(
+            lo <= EXPLICIT_MAX_ENTRIES,
+            f"elementwise=True needs inputs of at most {EXPLICIT_MAX_ENTRIES} entries, "
+            f"but caps.min_length={caps.min_length}; pass elementwise=None",
+        )
+    config = _SoftmaxConfig(formats, lo, hi, max_rows, specials_on, masks_on, caps.noncontiguous, elementwise)
+    return _softmax_cases(config)
+
+
+@st.composite
+def _softmax_cases(draw: st.DrawFn, c: _SoftmaxConfig) -> SoftmaxCase:
+    fmt = draw(st.sampled_from(c.formats))
+    if c.elementwise:
+        length = draw(lengths(c.min_length, min(c.max_length, EXPLICIT_MAX_ENTRIES)))
+        rows = draw(st.integers(1, max(1, min(c.max_rows, EXPLICIT_MAX_ENTRIES // length))))
+        batch = 0
+    else:
+        length = draw(lengths(c.min_length, c.max_length))
+        rows = draw(st.integers(1, c.max_rows))
+        batch = draw(st.integers(0, MAX_BATCH))
+    total_rows = max(batch, 1) * rows
+
+    explicit = None
+    recipes: tuple[ValueRecipe, ...] = ()
+    small = batch == 0 and rows * length <= EXPLICIT_MAX_ENTRIES
+    if c.elementwise or (c.elementwise is None and small and draw(st.sampled_from(("recipes", "explicit"))) == "explicit"):
+        explicit = draw(_explicit_values(fmt, rows, length))
+    else:
+        recipes = tuple(
+            draw(st.lists(value_recipes(fmt, SOFTMAX_VALUE_KINDS), min_size=1, max_size=min(MAX_RECIPES, total_rows)))
+        )
+
+    mask = MaskSpec()
+    if c.masks and fmt.has_inf:
+        mask = draw(mask_specs(rows, length, MASK_KINDS))
+
+    specials = tuple(
+        draw(
+            st.lists(
+                special_specs(special_kinds(fmt, c.special_values), {"x": (total_rows, length)}),
+                max_size=MAX_SPECIALS,
+            )
+        )
+    )
+    layout = draw(st.sampled_from(SOFTMAX_LAYOUTS if c.noncontiguous else ("contiguous",)))
+    seed = draw(st.integers(0, _rng.SEED_MAX))
+    spec = SoftmaxSpec(
+        dtype=fmt.name,
+        rows=rows,
+        length=length,
+        batch=batch,
+        recipes=recipes,
+        mask=mask,
+        specials=specials,
+        layout=layout,
+        seed=seed,
+        explicit=explicit,
+    )
+    return SoftmaxCase(spec)
+
+
+def _round_to(fmt: FloatFormat, values: list[float]) -> list[float]:
+    t = torch.tensor(values, dtype=torch.float64).clamp(-fmt.max_finite, fmt.max_finite)
+    return t.to(fmt.torch_dtype).to(torch.float64).tolist()
+
+
+_DRAW_WIDTH = {"float16": 16, "bfloat16": 32, "float32": 32, "float64": 64, "float8_e4m3fn": 16, "float8_e5m2": 16}
+
+
+def _explicit_values(fmt: FloatFormat, rows: int, length: int) -> SearchStrategy[tuple[tuple[float, ...], ...]]:
+    # Narrow formats are drawn at the nearest width Hypothesis supports and rounded
+    # (to nearest even) to the format; the stored values are the rounded ones.
+    width = _DRAW_WIDTH[fmt.name]
+    element = st.floats(-fmt.max_finite, fmt.max_finite, allow_nan=False, allow_infinity=False, width=width)
+    return st.lists(element, min_size=rows * length, max_size=rows * length).map(
+        lambda flat: tuple(
+            tuple(row) for row in np.array(_round_to(fmt, flat), dtype=np.float64).reshape(rows, length).tolist()
+        )
+    )

@@ -1,0 +1,361 @@
+"""Value recipes: how the numbers of one softmax row, or of one Q/K/V tensor, are drawn.
+
+A :class:`ValueRecipe` is a small, exact, JSON-able description (kind and a few
+numbers); :meth:`ValueRecipe.sample` turns it into float64 numbers with a seeded
+generator.  The caller clips to the dtype's finite range and rounds.
+
+Kinds (each targets a known failure of softmax / attention kernels):
+
+normal, uniform
+    ``offset + scale * N(0,1)`` / ``offset + scale * U(-1,1)``; the scale is drawn
+    log-uniformly from 1e-6 to the dtype's largest finite value, so both
+    "everything equal" and "exp overflows without the max shift" are reached.
+constant
+    every entry equal: the exact answer is uniform, 1/n, and any rounding in
+    ``x - max`` or the sum shows.
+ties
+    several entries equal to the row maximum: argmax-based shortcuts and
+    online-softmax rescaling with equal running maxima.
+dominant
+    one entry exceeds the rest by ``gap``: a one-hot result whose small entries
+    must underflow gracefully rather than become NaN.
+cancellation
+    a large offset with a spread of a few ulps of that offset: ``x - max`` is
+    computed from nearly equal large numbers (e.g. 3e4 +- 1e-2 in float32).
+near-max
+    values within ``scale`` of +-max_finite: sums and differences overflow unless
+    the kernel shifts by the maximum first.
+very-negative
+    every entry below -1.25e4: ``exp(x)`` underflows to 0 for all entries, so a
+    kernel that does not subtract the max divides 0 by 0.
+full-range
+    magnitudes log-uniform over the whole normal range with both +-max present.
+outliers
+    FA3-style ``scale * (N(0,1) + gap * N(0,1) * Bernoulli(rate))``; at least one
+    outlier is always present.
+subnormal-output
+    ``offset - U(0, scale)`` with one entry at ``offset``, where ``scale`` slightly
+    exceeds ``-ln(smallest subnormal)``: some outputs land in the dtype's
+    subnormal range, where flush-to-zero and poor exp implementations differ.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+from hypothesis import strategies as st
+from hypothesis.strategies import SearchStrategy
+
+from strategies._text import num
+from strategies._validation import check_argument, spec_error
+from strategies.features import SOFTMAX_VALUE_KINDS, V_VALUE_KINDS
+from verify.dtypes import FloatFormat, get_format
+
+ALL_VALUE_KINDS = tuple(dict.fromkeys(SOFTMAX_VALUE_KINDS + V_VALUE_KINDS))
+
+#: Entries of a very-negative row stay below this (-1e4 with room for rounding).
+VERY_NEGATIVE_CEILING = -1.25e4
+
+#: Kinds whose ``scale`` is a spread around ``offset``: tiny/huge-scale features apply.
+SPREAD_KINDS = ("normal", "uniform", "ties", "dominant", "outliers")
+
+
+@dataclass(frozen=True)
+class ValueRecipe:
+    """How to draw the numbers of one row or tensor.  Fields unused by a kind stay at their defaults."""
+
+    kind: str = "normal"
+    scale: float = 1.0
+    offset: float = 0.0
+    count: int = 0  # ties: entries equal to the maximum
+    gap: float = 0.0  # dominant: margin over the rest; outliers: outlier std in units of scale
+    rate: float = 0.0  # outliers: probability of an outlier
+
+    def __post_init__(self) -> None:
+        if self.kind not in ALL_VALUE_KINDS:
+            raise spec_error("value recipe", f"kind must be one of {ALL_VALUE_KINDS}", self.kind)
+        for name in ("scale", "offset", "gap", "rate"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and math.isfinite(value)):
+                raise spec_error("value recipe", f"{name} must be a finite number", value)
+            object.__setattr__(self, name, float(value))
+        if self.scale < 0 or not 0 <= self.rate <= 1 or self.count < 0:
+            raise spec_error("value recipe", "need scale >= 0, 0 <= rate <= 1, count >= 0", self)
+
+    # ---- replay -----------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "ValueRecipe":
+        return cls(**d)
+
+    def describe(self) -> str:
+        k = self.kind
+        off = f", offset={num(self.offset)}" if self.offset else ""
+        if k == "constant":
+            return f"constant({num(self.offset)})"
+        if k == "full-range":
+            return "full-range"
+        if k == "ties":
+            return f"ties(scale={num(self.scale)}{off}, count={self.count})"
+        if k == "dominant":
+            return f"dominant(scale={num(self.scale)}{off}, gap={num(self.gap)})"
+        if k == "outliers":
+            return f"outliers(scale={num(self.scale)}{off}, std={num(self.gap)}, rate={num(self.rate)})"
+        if k in ("cancellation", "near-max", "very-negative", "subnormal-output"):
+            return f"{k}(offset={num(self.offset)}, spread={num(self.scale)})"
+        return f"{k}(scale={num(self.scale)}{off})"
+
+    def features(self) -> tuple[str, ...]:
+        found = [f"mag:{self.kind}"]
+        if self.kind in SPREAD_KINDS:
+            if self.scale <= 1e-3:
+                found.append("mag:tiny-scale")
+            if self.scale >= 1e4:
+                found.append("mag:huge-scale")
+        return tuple(found)
+
+    def spread(self) -> float:
+        """Typical standard deviation of the drawn numbers (for score estimates)."""
+        if self.kind == "constant":
+            return 0.0
+        if self.kind == "uniform":
+            return self.scale / math.sqrt(3.0)
+        if self.kind == "outliers":
+            return self.scale * math.sqrt(1.0 + self.rate * self.gap**2)
+        return self.scale
+
+    # ---- building ---------------------------------------------------------------------
+    def sample(self, rng: np.random.Generator, shape: tuple[int, ...], fmt: FloatFormat, limit: float) -> np.ndarray:
+        """Float64 numbers of ``shape`` (row semantics along the last axis), before clipping to ``limit``.
+
+        ``fmt`` only bounds the full-range kind from below (its smallest subnormal).
+        """
+        k = self.kind
+        n = shape[-1]
+        if k == "constant":
+            return np.full(shape, self.offset)
+        if k == "uniform":
+            return self.offset + self.scale * rng.uniform(-1.0, 1.0, shape)
+        if k in ("normal", "cancellation"):
+            return self.offset + self.scale * rng.standard_normal(shape)
+        if k in ("near-max", "very-negative"):
+            # Move away from the offset, towards zero for near-max (+) and away from it for very-negative.
+            direction = -math.copysign(1.0, self.offset) if k == "near-max" else -1.0
+            return self.offset + direction * self.scale * np.abs(rng.standard_normal(shape))
+        if k == "subnormal-output":
+            x = self.offset - self.scale * rng.random(shape)
+            rows = x.reshape(-1, n)
+            rows[np.arange(rows.shape[0]), rng.integers(0, n, rows.shape[0])] = self.offset
+            return x
+        if k == "full-range":
+            return _full_range(rng, shape, fmt, limit)
+        if k == "outliers":
+            hits = rng.random(shape) < self.rate
+            x = rng.standard_normal(shape) + self.gap * rng.standard_normal(shape) * hits
+            if self.gap > 0 and self.rate > 0 and not hits.any():
+                # Bernoulli(0.001) rarely fires in a short row: guarantee one outlier.
+                flat = x.reshape(-1)
+                flat[rng.integers(0, flat.size)] += self.gap * (4.0 if rng.random() < 0.5 else -4.0)
+            return self.offset + self.scale * x
+        if k == "ties":
+            return f"ties(scale={num(self.scale)}{off}, count={self.count})"
+        if k == "dominant":
+            return f"dominant(scale={num(self.scale)}{off}, gap={num(self.gap)})"
+        if k == "outliers":
+            return f"outliers(scale={num(self.scale)}{off}, std={num(self.gap)}, rate={num(self.rate)})"
+        if k in ("cancellation", "near-max", "very-negative", "subnormal-output"):
+            return f"{k}(offset={num(self.offset)}, spread={num(self.scale)})"
+        return f"{k}(scale={num(self.scale)}{off})"
+
+    def features(self) -> tuple[str, ...]:
+        found = [f"mag:{self.kind}"]
+        if self.kind in SPREAD_KINDS:
+            if self.scale <= 1e-3:
+                found.append("mag:tiny-scale")
+            if self.scale >= 1e4:
+                found.append("mag:huge-scale")
+        return tuple(found)
+
+    def spread(self) -> float:
+        """Typical standard deviation of the drawn numbers (for score estimates)."""
+        if self.kind == "constant":
+            return 0.0
+        if self.kind == "uniform":
+            return self.scale / math.sqrt(3.0)
+        if self.kind == "outliers":
+            return self.scale * math.sqrt(1.0 + self.rate * self.gap**2)
+        return self.scale
+
+    # ---- building ---------------------------------------------------------------------
+    def sample(self, rng: np.random.Generator, shape: tuple[int, ...], fmt: FloatFormat, limit: float) -> np.ndarray:
+        """Float64 numbers of ``shape`` (row semantics along the last axis), before clipping to ``limit``.
+
+        ``fmt`` only bounds the full-range kind from below (its smallest subnormal).
+        """
+        k = self.kind
+        n = shape[-1]
+        if k == "constant":
+            return np.full(shape, self.offset)
+        if k == "uniform":
+            return self.offset + self.scale * rng.uniform(-1.0, 1.0, shape)
+        if k in ("normal", "cancellation"):
+            return self.offset + self.scale * rng.standard_normal(shape)
+        if k in ("near-max", "very-negative"):
+            # Move away from the offset, towards zero for near-max (+) and away from it for very-negative.
+            direction = -math.copysign(1.0, self.offset) if k == "near-max" else -1.0
+            return self.offset + direction * self.scale * np.abs(rng.standard_normal(shape))
+        if k == "subnormal-output":
+            x = self.offset - self.scale * rng.random(shape)
+            rows = x.reshape(-1, n)
+            rows[np.arange(rows.shape[0]), rng.integers(0, n, rows.shape[0])] = self.offset
+            return x
+        if k == "full-range":
+            return _full_range(rng, shape, fmt, limit)
+        if k == "outliers":
+            x = rng.standard_normal(shape) + self.gap * rng.standard_normal(shape) * (rng.random(shape) < self.rate)
+            if self.rate > 0 and self.gap > 0 and not (rng.random(shape) < 0).any():
+                pass  # keeps the stream layout independent of the branch below
+            flat = x.reshape(-1)
+            if self.gap > 0 and np.all(np.abs(flat) <= 6.0):
+                # Bernoulli(0.001) rarely fires in a short row: guarantee one outlier.
+                flat[rng.integers(0, flat.size)] = self.gap * 6.0 * (1.0 if rng.random() < 0.5 else -1.0)
+            return self.offset + self.scale * x
+        if k == "ties":
+            x = self.offset + self.scale * rng.standard_normal(shape)
+            rows = x.reshape(-1, n)
+            for row in rows:
+                row[rng.choice(n, size=min(max(self.count, 2), n), replace=False)] = row.max()
+            return x
+        if k == "dominant":
+            x = self.offset + self.scale * rng.standard_normal(shape)
+            rows = x.reshape(-1, n)
+            for row in rows:
+                top = row.max()
+                row[rng.integers(0, n)] = top + self.gap
+            return x
+        raise AssertionError(k)
+
+
+def _full_range(rng: np.random.Generator, shape: tuple[int, ...], fmt: FloatFormat, limit: float) -> np.ndarray:
+    # 2**e * (1 + u) with e uniform from the smallest subnormal's exponent to the limit's:
+    # log-uniform magnitudes, computed with ldexp only (exact), never with pow/exp.
+    e_hi = math.frexp(limit)[1] - 1
+    e_lo = min(fmt.emin - fmt.precision + 1, e_hi)
+    e = rng.integers(e_lo, e_hi + 1, shape)
+    mag = np.ldexp(1.0 + rng.random(shape), e)
+    sign = np.where(rng.random(shape) < 0.5, -1.0, 1.0)
+    x = np.minimum(mag, limit) * sign
+    rows = x.reshape(-1, shape[-1])
+    n = shape[-1]
+    for row in rows:
+        # Both ends of the range, so the row spans -max .. +max.
+        where = rng.choice(n, size=min(2, n), replace=False)
+        row[where[0]] = limit
+        if n > 1:
+            row[where[1]] = -limit
+    return x
+
+
+# ---- strategies ---------------------------------------------------------------------------
+
+
+def _decimal(mantissa: float, exponent: int) -> float:
+    # Parsing the decimal text gives the float nearest to m * 10**e, whose repr is short.
+    return float(f"{mantissa:g}e{exponent}")
+
+
+def magnitudes(lo: float, hi: float) -> SearchStrategy[float]:
+    """Positive numbers spread log-uniformly over ``[lo, hi]``, ``hi`` itself included.
+
+    Drawn as ``m * 10**e`` with ``m`` in (1, 2, 5): readable in a counterexample,
+    and shrinking moves ``e`` towards 0, i.e. towards 1.
+    """
+    check_argument(0 < lo <= hi, f"need 0 < lo <= hi, got lo={lo!r}, hi={hi!r}")
+    e_lo = math.ceil(math.log10(lo) - 1e-12)
+    e_hi = math.floor(math.log10(hi) + 1e-12)
+    if e_lo > e_hi:
+        return st.just(hi)
+
+    def assemble(pair: tuple[int, float]) -> float:
+        e, m = pair
+        if e > e_hi:
+            return hi
+        return min(max(_decimal(m, e), lo), hi)
+
+    return st.tuples(st.integers(e_lo, e_hi + 1), st.sampled_from((1.0, 2.0, 5.0))).map(assemble)
+
+
+def signed(magnitude: SearchStrategy[float]) -> SearchStrategy[float]:
+    return st.tuples(magnitude, st.booleans()).map(lambda p: -p[0] if p[1] else p[0])
+
+
+def offsets(limit: float) -> SearchStrategy[float]:
+    """0 first (shrinking removes offsets), else a signed magnitude up to ``limit``."""
+    return st.one_of(st.just(0.0), signed(magnitudes(min(1e-3, limit), limit)))
+
+
+def available_kinds(fmt: FloatFormat, kinds: tuple[str, ...], limit: float) -> tuple[str, ...]:
+    """Kinds that make sense within ``limit`` (very-negative needs room below -1.25e4)."""
+    return tuple(k for k in kinds if k != "very-negative" or limit > -VERY_NEGATIVE_CEILING * 1.5)
+
+
+@st.composite
+def value_recipes(
+    draw: st.DrawFn,
+    dtype: str | FloatFormat,
+    kinds: tuple[str, ...] = SOFTMAX_VALUE_KINDS,
+    limit: float | None = None,
+) -> ValueRecipe:
+    """A recipe drawn for ``dtype``, with every magnitude within ``limit`` (default: the max finite).
+
+    ``kinds`` are tried simplest first; their parameters are expressed in terms of
+    the dtype (ulps for cancellation, its subnormal range for subnormal-output),
+    and stored as plain numbers so the recipe replays without the dtype table.
+    """
+    fmt = get_format(dtype)
+    limit = fmt.max_finite if limit is None else min(limit, fmt.max_finite)
+    kind = draw(st.sampled_from(available_kinds(fmt, kinds, limit)))
+    spread = magnitudes(min(1e-6, limit), limit)
+    if kind in ("normal", "uniform"):
+        return ValueRecipe(kind, scale=draw(spread), offset=draw(offsets(limit)))
+    if kind == "constant":
+        return ValueRecipe(kind, scale=0.0, offset=draw(offsets(limit)))
+    if kind == "ties":
+        return ValueRecipe(kind, scale=draw(spread), offset=draw(offsets(limit)), count=draw(st.integers(2, 8)))
+    if kind == "dominant":
+        gap = draw(st.sampled_from((20.0, 100.0, 1e3, 1e4)))
+        return ValueRecipe(kind, scale=draw(spread), offset=draw(offsets(limit)), gap=min(gap, limit))
+    if kind == "cancellation":
+        offset = draw(signed(magnitudes(min(1e2, limit), limit / 2)))
+        # A spread of 2**j ulps of the offset: x - max is a difference of nearly equal numbers.
+        ulps = 2.0 ** draw(st.integers(0, 10))
+        return ValueRecipe(kind, scale=abs(offset) * fmt.eps * ulps, offset=offset)
+    if kind == "near-max":
+        sign = -1.0 if draw(st.booleans()) else 1.0
+        fraction = 2.0 ** -draw(st.integers(1, 20))
+        return ValueRecipe(kind, scale=limit * fraction, offset=sign * limit)
+    if kind == "very-negative":
+        offset = -draw(magnitudes(-VERY_NEGATIVE_CEILING, limit))
+        return ValueRecipe(kind, scale=draw(magnitudes(min(1e-6, limit), limit)), offset=offset)
+    if kind == "full-range":
+        return ValueRecipe(kind, scale=0.0)
+    if kind == "outliers":
+        return ValueRecipe(
+            kind,
+            scale=draw(spread),
+            offset=draw(offsets(limit)),
+            gap=draw(st.sampled_from((10.0, 100.0))),
+            rate=draw(st.sampled_from((0.001, 0.01, 0.1))),
+        )
+    if kind == "subnormal-output":
+        # -ln(smallest subnormal): ~103 in float32, ~17 in float16; 5 % more puts some outputs below it.
+        width = -math.log(fmt.smallest_subnormal) * draw(st.sampled_from((1.05, 1.25)))
+        # The offset must stay small enough for the spread to be resolved in the dtype.
+        offset = draw(offsets(max(1.0, min(limit / 4, width / (16 * fmt.eps)))))
+        return ValueRecipe(kind, scale=float(f"{width:.4g}"), offset=offset)
+    raise AssertionError(kind)

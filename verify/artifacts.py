@@ -1,0 +1,88 @@
+"""Counterexamples as files: saved once found, replayed bit for bit.
+
+An artifact is one ``torch.save`` file holding the exact input tensors (with
+their strides), the strategy's description of them, the target's name, the
+options of the run and the violation seen.  ``python -m verify replay FILE``
+re-runs the target on the same bits and exits 1 if it still violates.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+FORMAT = "flashverify-artifact/1"
+DEFAULT_DIR = Path(".flashverify") / "counterexamples"
+
+
+class ArtifactError(Exception):
+    """The file is missing, unreadable or not a flashverify artifact."""
+
+
+@dataclass
+class Artifact:
+    op: str
+    target: str
+    dtype: str
+    device: str
+    inputs: dict[str, Any]  # softmax: {"x"}; attention: {"q","k","v","mask","scale","causal"}
+    spec: dict[str, Any] | None
+    description: str
+    options: dict[str, Any]
+    violation: dict[str, Any] | None
+    kind: str = "violation"  # violation | worst-case
+
+    def to_payload(self) -> dict[str, Any]:
+        cpu = {k: (v.detach().cpu() if isinstance(v, torch.Tensor) else v) for k, v in self.inputs.items()}
+        return {
+            "format": FORMAT, "op": self.op, "target": self.target, "dtype": self.dtype, "device": self.device,
+            "inputs": cpu, "spec": self.spec, "description": self.description, "options": self.options,
+            "violation": self.violation, "kind": self.kind,
+            "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        }
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)[:60]
+
+
+def save(artifact: Artifact, directory: str | Path = DEFAULT_DIR) -> Path:
+    """Write the artifact; the file name is derived from its content, so saving twice is harmless."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    payload = artifact.to_payload()
+    digest = hashlib.sha1(
+        json.dumps([payload["spec"], payload["target"], payload["dtype"], payload["description"]],
+                   sort_keys=True, default=str).encode()
+    ).hexdigest()[:10]
+    path = directory / f"{_slug(artifact.target)}-{artifact.op}-{artifact.dtype}-{artifact.kind}-{digest}.pt"
+    torch.save(payload, path)
+    (path.with_suffix(".json")).write_text(json.dumps(
+        {k: v for k, v in payload.items() if k != "inputs"}, indent=2, default=str))
+    return path
+
+
+def load(path: str | Path) -> Artifact:
+    path = Path(path)
+    if not path.is_file():
+        raise ArtifactError(f"no such artifact file: {path}")
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as e:
+        raise ArtifactError(f"{path} is not a readable artifact ({type(e).__name__}: {e})") from None
+    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+        raise ArtifactError(f"{path} is not a flashverify artifact (expected format {FORMAT})")
+    return Artifact(payload["op"], payload["target"], payload["dtype"], payload["device"], payload["inputs"],
+                    payload.get("spec"), payload.get("description", ""), payload.get("options", {}),
+                    payload.get("violation"), payload.get("kind", "violation"))
+
+
+def replay_command(path: str | Path) -> str:
+    return f"python -m verify replay {path}"

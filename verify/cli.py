@@ -1,0 +1,205 @@
+"""Command line: ``python -m verify {check,targets,replay}``.
+
+Exit codes: 0 no violation; 1 a violation (the shrunk counterexample is printed
+and saved, with the one command that replays it); 2 a problem before any
+verification (bad arguments, a target that cannot be loaded), explained in one
+paragraph, never a bare traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+EXIT_OK, EXIT_VIOLATION, EXIT_USAGE = 0, 1, 2
+
+
+class UsageError(Exception):
+    """A problem with what was asked, found before any verification ran."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # argparse's default exits 2 too; keep the message short
+        self.print_usage(sys.stderr)
+        print(f"error: {message}. Run `python -m verify {self.prog.split()[-1]} --help` for the options.",
+              file=sys.stderr)
+        sys.exit(EXIT_USAGE)
+
+
+def _add_check(sub) -> None:
+    p = sub.add_parser("check", help="search for inputs on which a target violates its contract")
+    p.add_argument("--op", choices=("softmax", "attention"), required=True)
+    p.add_argument("--target", required=True, help="registered NAME, MODULE:FUNC or PATH/FILE.py:FUNC")
+    p.add_argument("--dtype", action="append", dest="dtypes", metavar="D",
+                   help="dtype to check (repeatable); default: every dtype the target supports")
+    p.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
+    p.add_argument("--max-examples", type=int, default=100, help="examples per dtype (default 100)")
+    p.add_argument("--seed", type=int, default=None, help="seed for a reproducible search")
+    p.add_argument("--masked-rows", choices=("nan", "zero", "either"), default="either",
+                   help="what a fully masked row must give (default: either, consistently within the row)")
+    p.add_argument("--report", metavar="DIR", help="write DIR/report.json")
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds one target call may take (default 120)")
+    p.add_argument("--profile", choices=("cpu", "gpu"), default=None,
+                   help="case sizes (default: gpu on cuda, cpu otherwise)")
+
+
+def _resolve_check(args):
+    import torch
+
+    from verify.dtypes import get_format
+    from verify.loader import TargetLoadError, load_target
+    from verify.search import PROFILES, CheckOptions
+
+    if args.max_examples < 1:
+        raise UsageError(f"--max-examples must be at least 1, got {args.max_examples}")
+    device = args.device
+    if device.split(":")[0] not in ("cpu", "cuda"):
+        raise UsageError(f"--device must be cpu or cuda, got {device!r}")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise UsageError("--device cuda was asked for, but torch sees no CUDA device here; use --device cpu")
+    try:
+        target = load_target(args.target, args.op)
+    except TargetLoadError as e:
+        raise UsageError(f"cannot load target {args.target!r}: {e}") from None
+    dtypes = None
+    if args.dtypes:
+        try:
+            dtypes = tuple(get_format(d).name for d in args.dtypes)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+    why = target.unavailable_reason(device)
+    if why:
+        raise UsageError(f"target {target.name} cannot run here: {why}")
+    profile = PROFILES[args.profile or ("gpu" if device.startswith("cuda") else "cpu")]
+    opts = CheckOptions(dtypes=dtypes, device=device, max_examples=args.max_examples, seed=args.seed,
+                        masked_rows=args.masked_rows, timeout=args.timeout, profile=profile)
+    return target, opts
+
+
+def cmd_check(args) -> int:
+    from verify import artifacts
+    from verify.engine import TargetHang
+    from verify.search import check_target
+    from reports.check_report import cell_line, write_check_report
+
+    target, opts = _resolve_check(args)
+    print(f"checking {target.name} ({args.op}) on {opts.device}: {target.description}")
+    try:
+        cells = check_target(target, opts)
+    except TargetHang as e:
+        print(f"VIOLATION hang: {e}", flush=True)
+        os._exit(EXIT_VIOLATION)  # the hung thread cannot be joined
+    failed = False
+    for cell in cells:
+        print(cell_line(cell))
+        if cell.status == "violated":
+            failed = True
+            v = cell.violation
+            print(f"  VIOLATION {v.kind}: {v.message}")
+            if v.error is not None:
+                print(f"  worst element {v.index}: got {v.got!r}, exact {v.expected!r}, "
+                      f"error {v.error:.4g} {v.unit} vs tolerance {v.tolerance:.4g}")
+            if cell.counterexample:
+                print(f"  shrunk counterexample: {cell.counterexample}")
+            if cell.artifact:
+                print(f"  saved to {cell.artifact}")
+                print(f"  replay: {artifacts.replay_command(cell.artifact)}")
+    if args.report:
+        path = write_check_report(cells, Path(args.report), vars(args))
+        print(f"report: {path}")
+    return EXIT_VIOLATION if failed else EXIT_OK
+
+
+def cmd_targets(args) -> int:
+    from kernels.registry import all_targets
+
+    rows = []
+    for t in sorted(all_targets(args.op), key=lambda t: (t.op, t.name)):
+        c = t.caps
+        avail = {d: (t.unavailable_reason(d) is None) for d in ("cpu", "cuda")}
+        rows.append({
+            "name": t.name, "op": t.op, "kind": t.kind, "dtypes": list(c.dtypes), "devices": list(c.devices),
+            "available_here": [d for d, ok in avail.items() if ok],
+            "causal": c.causal, "bool_mask": c.bool_mask, "gqa": c.gqa, "neg_inf": c.neg_inf,
+            "special_values": c.special_values, "length": [c.min_length, c.max_length],
+            "head_dim": [c.head_dim_min, c.head_dim_max], "compute": c.compute_precision or "float32 (float64 for float64)",
+            "dot": c.dot_precision or "= compute", "description": t.description,
+        })
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return EXIT_OK
+    for r in rows:
+        extra = "" if r["op"] == "softmax" else (
+            f" causal={'y' if r['causal'] else 'n'} mask={'y' if r['bool_mask'] else 'n'} "
+            f"gqa={'y' if r['gqa'] else 'n'} D={r['head_dim'][0]}..{r['head_dim'][1]}")
+        here = ",".join(r["available_here"]) or "not here"
+        print(f"{r['name']:<28} {r['op']:<9} dtypes={','.join(r['dtypes'])} devices={','.join(r['devices'])} "
+              f"[{here}]{extra}\n    {r['description']}")
+    return EXIT_OK
+
+
+def cmd_replay(args) -> int:
+    from verify import artifacts
+    from verify.engine import check_attention_input, check_softmax_input
+    from verify.loader import TargetLoadError, load_target
+
+    try:
+        art = artifacts.load(args.file)
+    except artifacts.ArtifactError as e:
+        raise UsageError(str(e)) from None
+    try:
+        target = load_target(art.target, art.op)
+    except TargetLoadError as e:
+        raise UsageError(f"the artifact names target {art.target!r}, which cannot be loaded: {e}") from None
+    device = args.device or art.device
+    if device.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise UsageError(f"the artifact was recorded on {art.device}; no CUDA here. Add --device cpu to try it on CPU.")
+    masked = art.options.get("masked_rows", "either")
+    inp = {k: (v.to(device) if hasattr(v, "to") else v) for k, v in art.inputs.items()}
+    print(f"replaying {art.kind} of {art.target} ({art.op}, {art.dtype}) on {device}: {art.description}")
+    if art.op == "softmax":
+        out = check_softmax_input(target, inp["x"], masked_rows=masked)
+    else:
+        out = check_attention_input(target, inp["q"], inp["k"], inp["v"], scale=inp["scale"], causal=inp["causal"],
+                                    mask=inp["mask"], masked_rows=masked)
+    ev = out.evaluation
+    if ev.violations:
+        for v in ev.violations:
+            print(f"VIOLATION {v.one_line()}")
+        return EXIT_VIOLATION
+    print(f"no violation: max error {ev.max_error:.4g} ({ev.max_ratio:.3g} of tolerance)")
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m verify", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    _add_check(sub)
+    p = sub.add_parser("targets", help="list registered targets and what each supports")
+    p.add_argument("--op", choices=("softmax", "attention"))
+    p.add_argument("--json", action="store_true")
+    p = sub.add_parser("replay", help="re-run a saved counterexample bit for bit; exit 1 if it still violates")
+    p.add_argument("file")
+    p.add_argument("--device", default=None, help="override the recorded device")
+    return parser
+
+
+COMMANDS = {"check": cmd_check, "targets": cmd_targets, "replay": cmd_replay}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except UsageError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130

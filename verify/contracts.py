@@ -1,0 +1,235 @@
+"""The contract a target must satisfy, checked on one input/output pair.
+
+softmax target ``fn(x) -> y``: softmax over the last dim, same shape, dtype and device.
+  * rows with a finite entry: every output finite, in [0, 1], within tolerance;
+  * a row that is entirely -inf: all NaN or all 0 in the row (``masked_rows`` policy);
+  * a row holding NaN or +inf: that row is NaN;
+  * nothing leaks into other rows (a NaN elsewhere is a ``leak``).
+attention target ``fn(q, k, v, *, scale, causal, mask) -> o``: o has q's shape, dtype, device.
+  * query rows with no visible key: all 0 or all NaN (same policy);
+  * elements a NaN / inf input reaches (through a visible key, the query or V) are not finite;
+  * every other element finite and within tolerance.
+Any deviation is a ``Violation``; ``verify.tolerance`` says what "within tolerance" means.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+
+from verify import metrics
+from verify.dtypes import get_format
+from verify.oracle import ROW_FINITE, ROW_MASKED, ROW_NONFINITE, AttentionTruth, SoftmaxTruth
+
+MASKED_ROW_POLICIES = ("either", "nan", "zero")
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One way a target broke its contract, with the element that shows it best."""
+
+    kind: str  # exception | hang | shape | dtype | device | accuracy | range | masked-row | nan-propagation | leak
+    message: str
+    index: tuple[int, ...] | None = None
+    got: float | None = None
+    expected: float | None = None
+    error: float | None = None
+    tolerance: float | None = None
+    unit: str | None = None
+
+    def one_line(self) -> str:
+        if self.error is not None and self.tolerance is not None:
+            return (
+                f"{self.kind} at {self.index}: got {self.got!r}, exact {self.expected!r}, "
+                f"error {self.error:.4g} {self.unit} > tolerance {self.tolerance:.4g}"
+            )
+        return f"{self.kind}: {self.message}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Evaluation:
+    """Outcome of checking one output: violations and the accuracy figures measured."""
+
+    violations: list[Violation] = field(default_factory=list)
+    errors: torch.Tensor | None = None  # measured errors (ULPs or condition units), finite elements
+    tolerances: torch.Tensor | None = None
+    flushed: int = 0
+    negative_zeros: int = 0
+    normwise: float = 0.0
+    abs_max: float = 0.0
+    rmse: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    @property
+    def max_error(self) -> float:
+        if self.errors is None or self.errors.numel() == 0:
+            return 0.0
+        return float(self.errors.max())
+
+    @property
+    def max_ratio(self) -> float:
+        """max over elements of error / tolerance (< 1 means inside the policy)."""
+        if self.errors is None or self.errors.numel() == 0:
+            return 0.0
+        return float((self.errors / self.tolerances).max())
+
+
+def check_structure(got: Any, shape: torch.Size, dtype: torch.dtype, device: torch.device) -> Violation | None:
+    """Shape, dtype and device of a returned value, or the violation that says what came back."""
+    if not isinstance(got, torch.Tensor):
+        return Violation("shape", f"expected a torch.Tensor of shape {tuple(shape)}, got {type(got).__name__}")
+    if tuple(got.shape) != tuple(shape):
+        return Violation("shape", f"expected shape {tuple(shape)}, got {tuple(got.shape)}")
+    if got.dtype != dtype:
+        return Violation("dtype", f"expected dtype {dtype}, got {got.dtype}")
+    if got.device.type != torch.device(device).type:
+        return Violation("device", f"expected device {device}, got {got.device}")
+    return None
+
+
+def _at(t: torch.Tensor, flat_index: int) -> tuple[int, ...]:
+    return tuple(int(i) for i in torch.unravel_index(torch.tensor(flat_index), t.shape))
+
+
+def _masked_row_violation(got_rows: torch.Tensor, index_rows: torch.Tensor, policy: str, what: str) -> Violation | None:
+    """got_rows: (r, n) outputs of rows the contract says are fully masked."""
+    if got_rows.numel() == 0:
+        return None
+    all_nan = torch.isnan(got_rows).all(-1)
+    all_zero = (got_rows == 0).all(-1)
+    ok = {"either": all_nan | all_zero, "nan": all_nan, "zero": all_zero}[policy]
+    if bool(ok.all()):
+        return None
+    bad = int(torch.nonzero(~ok)[0])
+    row = got_rows[bad]
+    want = {"either": "all 0 or all NaN", "nan": "all NaN", "zero": "all 0"}[policy]
+    return Violation(
+        "masked-row",
+        f"{what} {tuple(int(i) for i in index_rows[bad])} has no unmasked entry; the contract "
+        f"(--masked-rows {policy}) wants {want}, got {row[:6].tolist()}{' ...' if row.numel() > 6 else ''}",
+        index=tuple(int(i) for i in index_rows[bad]),
+    )
+
+
+def _worst(
+    kind: str, bad: torch.Tensor, score: torch.Tensor, got, truth_hi, err, tol, unit: str
+) -> Violation:
+    score = torch.where(bad, score, torch.full_like(score, -1.0))
+    flat = int(torch.argmax(torch.nan_to_num(score, nan=float("inf"))))
+    idx = _at(bad, flat)
+    g, e = float(got.flatten()[flat]), float(truth_hi.flatten()[flat])
+    er = float(err.flatten()[flat]) if err is not None else None
+    tl = float(tol.flatten()[flat]) if tol is not None else None
+    msg = f"{int(bad.sum())} element(s); worst at {idx}: got {g!r}, exact {e!r}"
+    return Violation(kind, msg, idx, g, e, er, tl, unit)
+
+
+def evaluate_softmax(
+    x: torch.Tensor, got: torch.Tensor, truth: SoftmaxTruth, tol_ulps: torch.Tensor, masked_rows: str = "either"
+) -> Evaluation:
+    """Check a softmax output against the contract and the per-element tolerance (in ULPs)."""
+    fmt = get_format(truth.target)
+    g = got.detach().to(torch.float64).to(truth.probs.hi.device)
+    ev = Evaluation()
+    status = truth.row_status
+    finite_row = (status == ROW_FINITE)[..., None].expand_as(g)
+    special_input = bool((status == ROW_NONFINITE).any())
+
+    nonfinite = finite_row & ~torch.isfinite(g)
+    if nonfinite.any():
+        kind = "leak" if special_input else "nan-propagation"
+        v = _worst(kind, nonfinite, torch.ones_like(g), g, truth.probs.hi, None, None, "")
+        what = "a NaN/inf input row leaked into a finite row" if special_input else "non-finite output in a finite row"
+        ev.violations.append(Violation(kind, f"{what}: {v.message}", v.index, v.got, v.expected))
+    out_of_range = finite_row & torch.isfinite(g) & ((g < 0) | (g > 1))
+    if out_of_range.any():
+        ev.violations.append(_worst("range", out_of_range, (g - 0.5).abs(), g, truth.probs.hi, None, None, ""))
+
+    err = metrics.ulp_error(got, truth.probs, fmt)
+    flushed = metrics.flushed_to_zero(got, truth.probs, fmt) & finite_row
+    measured = finite_row & torch.isfinite(err) & ~flushed
+    ev.flushed = int(flushed.sum())
+    ev.negative_zeros = int(((g == 0) & torch.signbit(g) & finite_row).sum())
+    ratio = err / tol_ulps
+    bad = measured & (ratio > 1)
+    if bad.any():
+        v = _worst("accuracy", bad, ratio, g, truth.probs.hi, err, tol_ulps, "ULP")
+        ev.violations.append(v)
+    ev.errors = err[measured]
+    ev.tolerances = tol_ulps[measured]
+    ev.normwise = metrics.normwise_error(torch.where(finite_row, g, truth.probs.hi), truth.probs)
+    ev.abs_max = float(metrics.abs_error(g, truth.probs)[measured].max()) if measured.any() else 0.0
+    ev.rmse = metrics.rmse(torch.where(measured, g, truth.probs.hi), truth.probs)
+
+    n = g.shape[-1]
+    rows = g.reshape(-1, n)
+    st = status.reshape(-1)
+    lead_index = torch.cartesian_prod(*[torch.arange(s) for s in status.shape]) if status.dim() > 1 else torch.arange(st.numel())[:, None]
+    masked = st == ROW_MASKED
+    v = _masked_row_violation(rows[masked], lead_index[masked.cpu()], masked_rows, "row")
+    if v:
+        ev.violations.append(v)
+    nanrows = st == ROW_NONFINITE
+    if nanrows.any():
+        not_nan = ~torch.isnan(rows[nanrows]).all(-1)
+        if not_nan.any():
+            r = tuple(int(i) for i in lead_index[nanrows.cpu()][int(torch.nonzero(not_nan)[0])])
+            ev.violations.append(
+                Violation("nan-propagation", f"row {r} holds NaN or +inf, so the contract wants the whole row NaN; "
+                          f"got {rows[nanrows][int(torch.nonzero(not_nan)[0])][:6].tolist()}", r)
+            )
+    return ev
+
+
+def evaluate_attention(
+    got: torch.Tensor, truth: AttentionTruth, tol_units: torch.Tensor, masked_rows: str = "either"
+) -> Evaluation:
+    """Check an attention output against the contract and the tolerance (condition units)."""
+    fmt = get_format(truth.target)
+    g = got.detach().to(torch.float64).to(truth.out.hi.device)
+    ev = Evaluation()
+    status = truth.row_status
+    finite_el = (status == ROW_FINITE)[..., None].expand_as(g) & ~truth.expected_nonfinite
+    special_input = bool(truth.expected_nonfinite.any())
+
+    nonfinite = finite_el & ~torch.isfinite(g)
+    if nonfinite.any():
+        kind = "leak" if special_input else "nan-propagation"
+        v = _worst(kind, nonfinite, torch.ones_like(g), g, truth.out.hi, None, None, "")
+        what = "a NaN/inf input leaked into an element it cannot reach" if special_input else "non-finite output"
+        ev.violations.append(Violation(kind, f"{what}: {v.message}", v.index, v.got, v.expected))
+    should_be_nan = truth.expected_nonfinite & torch.isfinite(g)
+    if should_be_nan.any():
+        v = _worst("nan-propagation", should_be_nan, torch.ones_like(g), g, truth.out.hi, None, None, "")
+        ev.violations.append(
+            Violation("nan-propagation", f"a NaN/inf input reaches these outputs through a visible key but they are "
+                      f"finite: {v.message}", v.index, v.got)
+        )
+
+    err = metrics.condition_error(got, truth.out, truth.cond, fmt)
+    measured = finite_el & torch.isfinite(err)
+    ratio = err / tol_units
+    bad = measured & (ratio > 1)
+    if bad.any():
+        ev.violations.append(_worst("accuracy", bad, ratio, g, truth.out.hi, err, tol_units, "u*cond"))
+    ev.errors = err[measured]
+    ev.tolerances = tol_units[measured]
+    ev.normwise = metrics.normwise_error(torch.where(finite_el, g, truth.out.hi), truth.out)
+    ev.abs_max = float(metrics.abs_error(g, truth.out)[measured].max()) if measured.any() else 0.0
+    ev.rmse = metrics.rmse(torch.where(measured, g, truth.out.hi), truth.out)
+
+    masked = status == ROW_MASKED
+    if masked.any():
+        idx = torch.nonzero(masked.cpu())
+        v = _masked_row_violation(g[masked], idx, masked_rows, "query row (b, h, i)")
+        if v:
+            ev.violations.append(v)
+    return ev

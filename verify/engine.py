@@ -1,0 +1,138 @@
+"""Check one input against one target: call it safely, ask the oracle, apply policy and contract.
+
+Data flows one way: case -> (target output, oracle truth) -> metrics and tolerance
+-> ``Evaluation`` (violations + measured errors).  Nothing here draws inputs or
+writes reports.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from kernels import reference
+from kernels.registry import Target
+from verify import contracts, metrics, oracle, tolerance
+from verify.contracts import Evaluation, Violation
+from verify.dtypes import get_format
+
+DEFAULT_TIMEOUT_S = 120.0
+
+
+class TargetHang(Exception):
+    """The target did not return within the timeout; its thread cannot be stopped."""
+
+
+@dataclass
+class CaseOutcome:
+    evaluation: Evaluation
+    seconds: float  # target call only
+    oracle_seconds: float
+    naive_abs_max: float  # flash-attention's yardstick: same-dtype naive implementation's max abs error
+    fallback_rows: int
+    output: torch.Tensor | None = None
+
+    @property
+    def flash_rule_ratio(self) -> float:
+        """max|target - exact| / max|naive same-dtype - exact| (flash-attention passes at <= 2)."""
+        if self.naive_abs_max == 0:
+            return 0.0 if self.evaluation.abs_max == 0 else float("inf")
+        return self.evaluation.abs_max / self.naive_abs_max
+
+
+def call_target(fn, args: tuple, kwargs: dict[str, Any], timeout: float) -> tuple[Any, Violation | None, float]:
+    """Run ``fn(*args, **kwargs)`` with a timeout; an exception or a hang becomes a Violation."""
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        t0 = time.perf_counter()
+        try:
+            out = fn(*args, **kwargs)
+            if isinstance(out, torch.Tensor) and out.is_cuda:
+                torch.cuda.synchronize(out.device)
+            box["out"] = out
+        except BaseException as e:  # any failure of the target is its contract violation
+            box["error"] = e
+            box["tb"] = traceback.format_exc(limit=4)
+        box["seconds"] = time.perf_counter() - t0
+
+    worker = threading.Thread(target=run, daemon=True, name="flashverify-target")
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive():
+        raise TargetHang(f"the target did not return within {timeout:g} s")
+    if "error" in box:
+        e = box["error"]
+        return None, Violation("exception", f"the target raised {type(e).__name__}: {e}"), box["seconds"]
+    return box["out"], None, box["seconds"]
+
+
+def _describe_tensor(t: torch.Tensor) -> str:
+    return f"{tuple(t.shape)} {str(t.dtype).replace('torch.', '')} on {t.device}" + (
+        "" if t.is_contiguous() else f" strides {t.stride()}"
+    )
+
+
+def check_softmax_input(
+    target: Target, x: torch.Tensor, *, masked_rows: str = "either", timeout: float = DEFAULT_TIMEOUT_S,
+    compare_naive: bool = True,
+) -> CaseOutcome:
+    """Run a softmax target on x and evaluate its output."""
+    out, v, secs = call_target(target.fn, (x,), {}, timeout)
+    if v is None:
+        v = contracts.check_structure(out, x.shape, x.dtype, x.device)
+    if v is not None:
+        msg = f"{v.message} (input {_describe_tensor(x)})"
+        return CaseOutcome(Evaluation([Violation(v.kind, msg)]), secs, 0.0, 0.0, 0)
+    fmt = get_format(x.dtype)
+    t0 = time.perf_counter()
+    truth = oracle.softmax_truth(x, fmt)
+    osecs = time.perf_counter() - t0
+    model = tolerance.ToleranceModel.for_target(target.caps, fmt.name)
+    tol = tolerance.softmax_tolerance_ulps(x, truth, fmt, model)
+    ev = contracts.evaluate_softmax(x, out, truth, tol, masked_rows)
+    naive = 0.0
+    if compare_naive:
+        ref = reference.two_pass_softmax(x, compute_dtype=x.dtype)
+        naive = _naive_abs_max(ref, truth.probs, truth.row_status == oracle.ROW_FINITE)
+    return CaseOutcome(ev, secs, osecs, naive, int(truth.fallback_rows.sum()), out)
+
+
+def check_attention_input(
+    target: Target, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, scale: float, causal: bool,
+    mask: torch.Tensor | None, masked_rows: str = "either", timeout: float = DEFAULT_TIMEOUT_S,
+    compare_naive: bool = True,
+) -> CaseOutcome:
+    """Run an attention target and evaluate its output."""
+    kwargs = dict(scale=scale, causal=causal, mask=mask)
+    out, viol, secs = call_target(target.fn, (q, k, v), kwargs, timeout)
+    if viol is None:
+        viol = contracts.check_structure(out, q.shape, q.dtype, q.device)
+    if viol is not None:
+        msg = (f"{viol.message} (q {_describe_tensor(q)}, k {_describe_tensor(k)}, v {_describe_tensor(v)}, "
+               f"scale={scale:g}, causal={causal}, mask={None if mask is None else tuple(mask.shape)})")
+        return CaseOutcome(Evaluation([Violation(viol.kind, msg)]), secs, 0.0, 0.0, 0)
+    fmt = get_format(q.dtype)
+    t0 = time.perf_counter()
+    truth = oracle.attention_truth(q, k, v, scale=scale, causal=causal, mask=mask, target=fmt)
+    osecs = time.perf_counter() - t0
+    model = tolerance.ToleranceModel.for_target(target.caps, fmt.name)
+    tol = tolerance.attention_tolerance_units(q, v, truth, fmt, model)
+    ev = contracts.evaluate_attention(out, truth, tol, masked_rows)
+    naive = 0.0
+    if compare_naive:
+        ref = reference.naive_attention(q, k, v, scale=scale, causal=causal, mask=mask)
+        finite = (truth.row_status == oracle.ROW_FINITE)[..., None] & ~truth.expected_nonfinite
+        naive = _naive_abs_max(ref, truth.out, finite)
+    return CaseOutcome(ev, secs, osecs, naive, int(truth.fallback_rows.sum()), out)
+
+
+def _naive_abs_max(ref: torch.Tensor, truth: oracle.Certified, where: torch.Tensor) -> float:
+    err = metrics.abs_error(ref, truth)
+    err = torch.where(where.expand_as(err) & torch.isfinite(err), err, torch.zeros_like(err))
+    return float(err.max()) if err.numel() else 0.0

@@ -1,0 +1,416 @@
+"""Certified high-precision oracle for softmax, log-sum-exp and attention.
+
+Contract
+--------
+Inputs are tensors of any supported dtype; their values are taken as the exact
+binary numbers they hold.  Every value the oracle returns is a pair
+``hi + lo`` of float64 numbers with an absolute ``bound`` such that
+``|exact - (hi + lo)| <= bound``, and the oracle *guarantees*
+
+* softmax / LSE:  ``bound <= resolution * ulp_T(exact)``,
+* attention:      ``bound <= resolution * max(u_T * sum_j p_j |v_j|, tiny_T)``,
+
+for the target format T (``resolution`` defaults to 1e-3), so errors measured
+against it are exact to that resolution.
+
+How
+---
+1. Fast path, vectorized in float64 torch on the inputs' device.  Each step is
+   followed by a first-order rounding-error bound, derived in the comments
+   below from the standard model fl(a op b) = (a op b)(1 + d), |d| <= u = 2**-53,
+   the documented accuracy of float64 ``exp`` / ``log`` (at most 1 ulp in glibc,
+   SLEEF's u10 variants that torch vectorizes with, and CUDA; we assume
+   ``EXP_ULPS = 2`` for margin, and ``tests/test_oracle.py`` measures it), and
+   gamma_n = n u / (1 - n u) for sums and dot products of n terms.
+2. Each element's bound is compared with what the guarantee needs.  A row with
+   any undecided element (heavy cancellation in an LSE, huge scores, float64
+   targets whose resolution float64 cannot reach, an output near a rounding
+   midpoint of T) is recomputed entirely by ``verify.mp_reference`` at ``prec``
+   bits.  Precision is never lowered to gain speed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from verify import mp_reference
+from verify.dtypes import FloatFormat, get_format
+from verify.rounding import distance_to_midpoint, round_to_format, ulp
+
+U64 = 2.0**-53
+TINY64 = 2.0**-1074
+EXP_ULPS = 2.0
+#: relative error of float64 exp / log: EXP_ULPS ulps, an ulp being at most 2u relative.
+EXP_REL = EXP_ULPS * 2 * U64
+#: absolute error of a float64 exp result in the subnormal range, or flushed to zero.
+EXP_ABS = (EXP_ULPS + 1) * TINY64
+#: Multiplier absorbing second-order terms: every first-order term we sum is < 1e-6.
+SECOND_ORDER = 1.0 + 1e-5
+
+ROW_FINITE = 0
+ROW_MASKED = 1  # every entry -inf / no visible key: the contract allows all-0 or all-NaN
+ROW_NONFINITE = 2  # NaN or +inf reaches the row: the contract requires NaN
+
+
+def gamma(n: int | torch.Tensor) -> float | torch.Tensor:
+    """gamma_n = n u / (1 - n u): relative error bound of an n-term sum or dot product."""
+    return n * U64 / (1 - n * U64)
+
+
+@dataclass(frozen=True)
+class Certified:
+    """Values ``hi + lo`` (float64) with an absolute error bound on each element."""
+
+    hi: torch.Tensor
+    lo: torch.Tensor
+    bound: torch.Tensor
+
+    def rounded(self, fmt: str | FloatFormat) -> torch.Tensor:
+        """The exact value correctly rounded to ``fmt`` (float64 tensor holding fmt values)."""
+        return round_to_format(self.hi, fmt, self.lo)
+
+
+@dataclass(frozen=True)
+class SoftmaxTruth:
+    """Oracle softmax of a (..., n) tensor: probabilities, LSE and row classification."""
+
+    probs: Certified  # shape (..., n)
+    lse: Certified  # shape (...)
+    row_status: torch.Tensor  # int8, shape (...): ROW_FINITE / ROW_MASKED / ROW_NONFINITE
+    fallback_rows: torch.Tensor  # bool, shape (...): rows recomputed in mpmath
+    target: str
+
+
+@dataclass(frozen=True)
+class AttentionTruth:
+    """Oracle attention: outputs, their condition scale sum_j p_j |v_j|, LSE and classifications."""
+
+    out: Certified  # (B, Hq, Nq, D)
+    cond: torch.Tensor  # (B, Hq, Nq, D): sum_j p_j |v_jd| (lower bound: the certified one)
+    lse: Certified  # (B, Hq, Nq): log-sum-exp of the scaled, masked scores
+    row_status: torch.Tensor  # (B, Hq, Nq) int8
+    expected_nonfinite: torch.Tensor  # (B, Hq, Nq, D) bool: NaN/inf inputs reach this element
+    visible: torch.Tensor  # (B, Hq, Nq, Nk) bool: the effective causal & mask pattern
+    fallback_rows: torch.Tensor  # (B, Hq, Nq) bool
+    target: str
+    # float64 intermediates of the fast path, accurate to ~1e-13 relative; the
+    # tolerance policy evaluates its first-order bounds with them.
+    probs: torch.Tensor  # (B, Hq, Nq, Nk) softmax weights (0 where not visible)
+    shifted: torch.Tensor  # (B, Hq, Nq, Nk) scaled score minus the row max (-inf where not visible)
+    abs_scores: torch.Tensor  # (B, Hq, Nq, Nk) |scale| * sum_d |q_d k_jd|
+
+
+# --------------------------------------------------------------------------------------
+# shared building blocks
+# --------------------------------------------------------------------------------------
+
+
+def tree_sum(x: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """Sum over the last dim by pairwise halving; returns (sum, levels).
+
+    For nonnegative terms the relative error is at most gamma(levels),
+    levels = ceil(log2 n), whatever the device: the order is fixed here rather
+    than left to a library reduction whose order we could not bound as tightly.
+    """
+    n = x.shape[-1]
+    levels = max(0, math.ceil(math.log2(n))) if n > 0 else 0
+    width = 1 << levels
+    if width != n:
+        x = torch.nn.functional.pad(x, (0, width - n))
+    while x.shape[-1] > 1:
+        half = x.shape[-1] // 2
+        x = x[..., :half] + x[..., half:]
+    return x[..., 0], levels
+
+
+def _resolution_ulp(value: torch.Tensor, bound: torch.Tensor, fmt: FloatFormat) -> torch.Tensor:
+    """The smallest ULP in ``fmt`` the exact value can have, given |exact - value| <= bound."""
+    return ulp((value.abs() - bound).clamp_min(0), fmt)
+
+
+def _needs_fallback_ulp(
+    value: torch.Tensor, bound: torch.Tensor, fmt: FloatFormat, resolution: float
+) -> torch.Tensor:
+    """Elements whose bound is too loose for ``resolution`` ULPs, or that may round either way."""
+    loose = bound > resolution * _resolution_ulp(value, bound, fmt)
+    ambiguous = distance_to_midpoint(value, fmt) <= bound
+    return loose | ambiguous | ~torch.isfinite(bound)
+
+
+def _mp_to_pair(x) -> tuple[float, float]:
+    """An mpf as float64 hi + lo with |x - hi - lo| <= 2**-105 |x| (exact when representable)."""
+    hi = float(x)
+    if not math.isfinite(hi) or hi == 0.0 and x == 0:
+        return hi, 0.0
+    return hi, float(x - hi)
+
+
+# --------------------------------------------------------------------------------------
+# softmax and LSE
+# --------------------------------------------------------------------------------------
+
+
+def softmax_truth(
+    x: torch.Tensor,
+    target: str | torch.dtype | FloatFormat | None = None,
+    *,
+    resolution: float = 1e-3,
+    prec: int = 128,
+) -> SoftmaxTruth:
+    """Certified softmax over the last dim of ``x`` and its log-sum-exp.
+
+    ``target`` is the format the measured outputs are in (default: x's dtype);
+    the bounds are certified to ``resolution`` ULPs of it.  Work happens in
+    float64 on x's device; undecided rows move to mpmath on the CPU.
+    """
+    if x.dim() == 0:
+        raise ValueError("softmax needs at least one dimension")
+    fmt = get_format(x.dtype if target is None else target)
+    lead = x.shape[:-1]
+    n = x.shape[-1]
+    x64 = x.detach().to(torch.float64).reshape(-1, n)
+    rows = x64.shape[0]
+
+    has_nan = torch.isnan(x64).any(-1) | (x64 == math.inf).any(-1)
+    all_masked = (x64 == -math.inf).all(-1) & ~has_nan
+    status = torch.full((rows,), ROW_FINITE, dtype=torch.int8, device=x64.device)
+    status[all_masked] = ROW_MASKED
+    status[has_nan] = ROW_NONFINITE
+    good = status == ROW_FINITE
+    xs = torch.where(good[:, None], x64, torch.zeros_like(x64))
+
+    # (1) m is an exact max; d = fl(x - m) has relative error u.
+    m = xs.max(-1).values
+    d = xs - m[:, None]
+    e = torch.exp(d)  # -inf entries give an exact 0
+    absd = torch.where(torch.isfinite(d), d.abs(), torch.zeros_like(d))
+    # (2) rel. error of e: the argument error u|d| becomes relative error u|d| in exp,
+    # plus exp's own error; below the normal range exp has the absolute error EXP_ABS.
+    eta = (U64 * absd + EXP_REL) * SECOND_ORDER
+    # (3) S = sum e with pairwise halving: S >= 1 because the max contributes exp(0) = 1.
+    S, levels = tree_sum(e)
+    g = gamma(levels)
+    eps_S = ((g + eta.max(-1).values) * (1 + g) + n * EXP_ABS) * SECOND_ORDER
+    # (4) p = fl(e / S): one more rounding; underflow to subnormal costs TINY64 absolute.
+    p = e / S[:, None]
+    rel_p = (eta + eps_S[:, None] + U64) * SECOND_ORDER
+    bound_p = rel_p * p + (EXP_ABS + TINY64)
+    # (5) LSE = fl(m + fl(log S)); |log S - log S*| <= eps_S / (1 - eps_S).
+    logS = torch.log(S)
+    lse = m + logS
+    bound_lse = (eps_S * SECOND_ORDER + EXP_REL * logS.abs() + U64 * lse.abs()) * SECOND_ORDER
+
+    undecided = _needs_fallback_ulp(p, bound_p, fmt, resolution).any(-1)
+    undecided |= _needs_fallback_ulp(lse, bound_lse, fmt, resolution)
+    undecided &= good
+
+    p_lo = torch.zeros_like(p)
+    lse_lo = torch.zeros_like(lse)
+    if undecided.any():
+        p, p_lo, bound_p, lse, lse_lo, bound_lse = _softmax_fallback(
+            x64, undecided, p, p_lo, bound_p, lse, lse_lo, bound_lse, prec
+        )
+
+    # Rows outside the finite case carry no numeric truth: mark them NaN with zero bound.
+    nan = torch.full_like(p, math.nan)
+    p = torch.where(good[:, None], p, nan)
+    bound_p = torch.where(good[:, None], bound_p, torch.zeros_like(bound_p))
+    lse = torch.where(good, lse, torch.where(all_masked, torch.full_like(lse, -math.inf), torch.full_like(lse, math.nan)))
+    bound_lse = torch.where(good, bound_lse, torch.zeros_like(bound_lse))
+    return SoftmaxTruth(
+        probs=Certified(p.reshape(*lead, n), p_lo.reshape(*lead, n), bound_p.reshape(*lead, n)),
+        lse=Certified(lse.reshape(lead), lse_lo.reshape(lead), bound_lse.reshape(lead)),
+        row_status=status.reshape(lead),
+        fallback_rows=undecided.reshape(lead),
+        target=fmt.name,
+    )
+
+
+def _softmax_fallback(x64, undecided, p, p_lo, bound_p, lse, lse_lo, bound_lse, prec):
+    """Recompute the undecided rows in mpmath and splice them in."""
+    idx = torch.nonzero(undecided).flatten().tolist()
+    rows_cpu = x64[undecided].cpu().tolist()
+    p, p_lo, bound_p = p.clone(), p_lo.clone(), bound_p.clone()
+    lse, lse_lo, bound_lse = lse.clone(), lse_lo.clone(), bound_lse.clone()
+    new_p, new_plo, new_bp, new_l, new_llo, new_bl = [], [], [], [], [], []
+    for row in rows_cpu:
+        r = mp_reference.softmax_row(row, prec)
+        pairs = [_mp_to_pair(v) for v in r.values]
+        new_p.append([a for a, _ in pairs])
+        new_plo.append([b for _, b in pairs])
+        new_bp.append([abs(a) * (r.rel_bound + 2.0**-104) + mp_reference.UNDERFLOW_ABS for a, _ in pairs])
+        lh, ll = _mp_to_pair(r.lse)
+        new_l.append(lh)
+        new_llo.append(ll)
+        new_bl.append(abs(lh) * (r.rel_bound + 2.0**-104) + 2.0 ** (-prec + 8))
+    dev = p.device
+    t = lambda v: torch.tensor(v, dtype=torch.float64, device=dev)  # noqa: E731
+    p[idx], p_lo[idx], bound_p[idx] = t(new_p), t(new_plo), t(new_bp)
+    lse[idx], lse_lo[idx], bound_lse[idx] = t(new_l), t(new_llo), t(new_bl)
+    return p, p_lo, bound_p, lse, lse_lo, bound_lse
+
+
+# --------------------------------------------------------------------------------------
+# attention
+# --------------------------------------------------------------------------------------
+
+
+def visibility(
+    batch: int, heads: int, nq: int, nk: int, *, causal: bool, mask: torch.Tensor | None, device
+) -> torch.Tensor:
+    """(B, Hq, Nq, Nk) bool: key j is visible to query i (top-left causal AND the boolean mask)."""
+    vis = torch.ones((batch, heads, nq, nk), dtype=torch.bool, device=device)
+    if causal:
+        i = torch.arange(nq, device=device)[:, None]
+        j = torch.arange(nk, device=device)[None, :]
+        vis = vis & (j <= i)
+    if mask is not None:
+        if mask.dtype != torch.bool:
+            raise TypeError(f"attention mask must be boolean (True = attend), got {mask.dtype}")
+        vis = vis & mask.to(device).expand(batch, heads, nq, nk)
+    return vis
+
+
+def attention_truth(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    scale: float,
+    causal: bool = False,
+    mask: torch.Tensor | None = None,
+    target: str | torch.dtype | FloatFormat | None = None,
+    resolution: float = 1e-3,
+    prec: int = 128,
+) -> AttentionTruth:
+    """Certified ``softmax(scale * Q K^T + mask) V`` with GQA, causal (top-left) and boolean masks.
+
+    q is (B, Hq, Nq, D); k and v are (B, Hkv, Nk, D) with Hq a multiple of Hkv.
+    Output bounds are certified to ``resolution * max(u_T * sum_j p_j|v_j|, tiny_T)``.
+    """
+    fmt = get_format(q.dtype if target is None else target)
+    B, Hq, Nq, D = q.shape
+    Bk, Hkv, Nk, Dk = k.shape
+    if v.shape[:3] != k.shape[:3] or Bk != B or Dk != D or Hq % Hkv:
+        raise ValueError(f"incompatible shapes q={tuple(q.shape)} k={tuple(k.shape)} v={tuple(v.shape)}")
+    group = Hq // Hkv
+    dev = q.device
+    q64 = q.detach().to(torch.float64)
+    k64 = k.detach().to(torch.float64).repeat_interleave(group, dim=1)
+    v64 = v.detach().to(torch.float64).repeat_interleave(group, dim=1)
+    vis = visibility(B, Hq, Nq, Nk, causal=causal, mask=mask, device=dev)
+
+    # Non-finite inputs: which rows / elements they reach.
+    q_bad = ~torch.isfinite(q64).all(-1)  # (B,Hq,Nq)
+    k_bad = ~torch.isfinite(k64).all(-1)  # (B,Hq,Nk)
+    row_bad = q_bad | (vis & k_bad[:, :, None, :]).any(-1)
+    v_bad = ~torch.isfinite(v64)  # (B,Hq,Nk,Dv)
+    elem_bad = (vis.to(torch.float64) @ v_bad.to(torch.float64)) > 0
+    no_key = ~vis.any(-1)
+    status = torch.full((B, Hq, Nq), ROW_FINITE, dtype=torch.int8, device=dev)
+    status[no_key] = ROW_MASKED
+    status[row_bad & ~no_key] = ROW_NONFINITE
+    expected_nonfinite = (row_bad & ~no_key)[..., None] | (elem_bad & ~no_key[..., None])
+
+    qz = torch.nan_to_num(q64, nan=0.0, posinf=0.0, neginf=0.0)
+    kz = torch.nan_to_num(k64, nan=0.0, posinf=0.0, neginf=0.0)
+    vz = torch.nan_to_num(v64, nan=0.0, posinf=0.0, neginf=0.0)
+
+    # (1) raw scores: |fl(q.k) - q.k| <= gamma_D (|q|.|k|) for any summation order or FMA use.
+    S = qz @ kz.transpose(-1, -2)
+    A = qz.abs() @ kz.abs().transpose(-1, -2)
+    gD = gamma(D)
+    s = S * scale
+    # |A - A_computed| <= gamma_D A, so A <= A_computed / (1 - gamma_D); products may underflow.
+    ds = (abs(scale) * (gD * A / (1 - gD) + D * TINY64) + U64 * s.abs()) * SECOND_ORDER
+    s = torch.where(vis, s, torch.full_like(s, -math.inf))
+    ok_row = ~no_key & ~row_bad & torch.isfinite(S).all(-1) & torch.isfinite(A).all(-1)
+    s = torch.where(ok_row[..., None], s, torch.where(vis, torch.zeros_like(s), s))
+    s = torch.where(no_key[..., None], torch.zeros_like(s), s)
+
+    # (2) shifted exponentials: argument error ds + u|d|, then exp's own error.
+    m = s.max(-1).values
+    d = s - m[..., None]
+    e = torch.exp(d)
+    absd = torch.where(torch.isfinite(d), d.abs(), torch.zeros_like(d))
+    arg_err = torch.where(vis, ds + U64 * absd, torch.zeros_like(ds))
+    eta = ((arg_err + EXP_REL) * SECOND_ORDER).where(arg_err < 1e-6, torch.full_like(arg_err, math.inf))
+    # (3) row sums (>= 1) and probabilities, as for softmax.
+    l, levels = tree_sum(e)
+    g = gamma(levels)
+    eta_max = torch.where(vis, eta, torch.zeros_like(eta)).max(-1).values
+    eps_S = ((g + eta_max) * (1 + g) + Nk * EXP_ABS) * SECOND_ORDER
+    p = e / l[..., None]
+    rel_p_max = (eta_max + eps_S + U64) * SECOND_ORDER
+    # (4) o = P V in float64: |fl(P V) - P V| <= gamma_Nk (P |V|); plus sum_j |dp_j| |v_j|.
+    o = p @ vz
+    c = p @ vz.abs()
+    gN = gamma(Nk)
+    abs_floor = (EXP_ABS + TINY64) * vz.abs().sum(-2)  # (B,Hq,Dv): subnormal weights
+    bound_o = ((gN + rel_p_max[..., None]) * c * SECOND_ORDER) + abs_floor[:, :, None, :]
+    # the exact condition scale is at least c (1 - rel_p_max) (1 - gamma_Nk)
+    c_low = c * (1 - rel_p_max[..., None]) * (1 - gN)
+    lse = m + torch.log(l)
+    bound_lse = (eps_S * SECOND_ORDER + EXP_REL * torch.log(l).abs() + U64 * lse.abs()) * SECOND_ORDER
+
+    need = resolution * torch.maximum(fmt.unit_roundoff * c_low, torch.full_like(c_low, fmt.smallest_subnormal))
+    undecided = (bound_o > need).any(-1) | ~torch.isfinite(bound_o).any(-1)
+    undecided |= _needs_fallback_ulp(lse, bound_lse, fmt, resolution)
+    undecided = (undecided | (~ok_row & ~no_key & ~row_bad)) & ~no_key & ~row_bad
+
+    o_lo = torch.zeros_like(o)
+    lse_lo = torch.zeros_like(lse)
+    if undecided.any():
+        o, o_lo, bound_o, c_low, lse, lse_lo, bound_lse = _attention_fallback(
+            q64, k64, v64, vis, scale, undecided, o, o_lo, bound_o, c_low, lse, lse_lo, bound_lse, prec
+        )
+
+    zero = torch.zeros_like(o)
+    o = torch.where((status == ROW_FINITE)[..., None], o, torch.where(no_key[..., None], zero, zero + math.nan))
+    o = torch.where(expected_nonfinite, torch.full_like(o, math.nan), o)
+    bound_o = torch.where(torch.isnan(o), zero, bound_o)
+    lse = torch.where(no_key, torch.full_like(lse, -math.inf), lse)
+    lse = torch.where(status == ROW_NONFINITE, torch.full_like(lse, math.nan), lse)
+    bound_lse = torch.where(status == ROW_FINITE, bound_lse, torch.zeros_like(bound_lse))
+    c_low = torch.where(torch.isnan(o), zero, c_low)
+    return AttentionTruth(
+        out=Certified(o, o_lo, bound_o),
+        cond=c_low,
+        lse=Certified(lse, lse_lo, bound_lse),
+        row_status=status,
+        expected_nonfinite=expected_nonfinite,
+        visible=vis,
+        fallback_rows=undecided,
+        target=fmt.name,
+        probs=torch.where(vis, p, torch.zeros_like(p)),
+        shifted=torch.where(vis, d, torch.full_like(d, -math.inf)),
+        abs_scores=abs(scale) * A,
+    )
+
+
+def _attention_fallback(q64, k64, v64, vis, scale, undecided, o, o_lo, bound_o, c_low, lse, lse_lo, bound_lse, prec):
+    """Recompute undecided query rows with mpmath on the CPU and splice them in."""
+    o, o_lo, bound_o, c_low = o.clone(), o_lo.clone(), bound_o.clone(), c_low.clone()
+    lse, lse_lo, bound_lse = lse.clone(), lse_lo.clone(), bound_lse.clone()
+    qc, kc, vc, visc = q64.cpu(), k64.cpu(), v64.cpu(), vis.cpu()
+    for b, h, i in torch.nonzero(undecided.cpu()).tolist():
+        keys = kc[b, h].tolist()
+        vals = vc[b, h].tolist()
+        r = mp_reference.attention_row(qc[b, h, i].tolist(), keys, vals, visc[b, h, i].tolist(), scale, prec)
+        pairs = [_mp_to_pair(x) for x in r.values]
+        # the condition scale, rounded down so that it stays a lower bound
+        cond = [float(c) * (1 - 2.0**-50) for c in r.cond]
+        dev = o.device
+        o[b, h, i] = torch.tensor([a for a, _ in pairs], dtype=torch.float64, device=dev)
+        o_lo[b, h, i] = torch.tensor([x for _, x in pairs], dtype=torch.float64, device=dev)
+        c_low[b, h, i] = torch.tensor(cond, dtype=torch.float64, device=dev)
+        # |o - exact| <= rel_bound * cond (mp_reference's contract) plus the hi+lo split
+        his = torch.tensor([abs(a) for a, _ in pairs], dtype=torch.float64, device=dev)
+        bound_o[b, h, i] = c_low[b, h, i] * (r.rel_bound + 2.0**-100) + his * 2.0**-104
+        lh, ll = _mp_to_pair(r.lse)
+        lse[b, h, i], lse_lo[b, h, i] = lh, ll
+        bound_lse[b, h, i] = abs(lh) * (r.rel_bound + 2.0**-104) + 2.0 ** (-prec + 8)
+    return o, o_lo, bound_o, c_low, lse, lse_lo, bound_lse

@@ -1,0 +1,258 @@
+"""The Hypothesis-driven search: draw adversarial cases, check each, shrink what fails.
+
+For every dtype a target supports, a Hypothesis property is built on the fly:
+draw a case inside the target's capabilities, build its tensors, run
+``verify.engine`` on them, record accuracy figures, and raise on a violation so
+Hypothesis shrinks it to a minimal counterexample, which is saved as a
+replayable artifact.  ``hypothesis.event`` marks each adversarial feature;
+``hypothesis.target`` steers the search towards the largest error/tolerance.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import hypothesis
+import torch
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import target as hyp_target
+
+import strategies
+from kernels.registry import Target
+from verify import artifacts, engine
+from verify.contracts import Violation
+from verify.dtypes import get_format
+from verify.metrics import Summary, summarize
+
+SAMPLE_PER_EXAMPLE = 4096  # errors kept per example for the p99 / median estimates
+
+
+@dataclass(frozen=True)
+class SizeProfile:
+    """How big generated cases may get (the oracle runs on CPU in mpmath for undecided rows)."""
+
+    softmax_max_length: int = 300
+    softmax_max_rows: int = 8
+    attention_max_seq: int = 48
+    attention_max_batch: int = 2
+    attention_max_heads: int = 4
+    head_dims: tuple[int, ...] | None = None
+
+    def for_dtype(self, dtype: str) -> "SizeProfile":
+        # float64 targets need the mpmath path for every row: keep those cases small.
+        if get_format(dtype).name == "float64":
+            return SizeProfile(min(self.softmax_max_length, 130), min(self.softmax_max_rows, 4),
+                               min(self.attention_max_seq, 12), 1, min(self.attention_max_heads, 2),
+                               tuple(d for d in (self.head_dims or (1, 2, 3, 8, 16, 24, 40)) if d <= 40))
+        return self
+
+
+PROFILES = {
+    "cpu": SizeProfile(),
+    "gpu": SizeProfile(softmax_max_length=20_000, softmax_max_rows=16, attention_max_seq=1024,
+                       attention_max_batch=2, attention_max_heads=8),
+}
+
+
+@dataclass
+class CheckOptions:
+    dtypes: tuple[str, ...] | None = None  # None: every dtype the target supports
+    device: str = "cpu"
+    max_examples: int = 100
+    seed: int | None = None
+    masked_rows: str = "either"
+    timeout: float = engine.DEFAULT_TIMEOUT_S
+    artifact_dir: str = str(artifacts.DEFAULT_DIR)
+    profile: SizeProfile = field(default_factory=SizeProfile)
+    budget_s: float | None = None  # per dtype wall-clock budget
+    database: Any = None  # a Hypothesis ExampleDatabase, or None
+    compare_naive: bool = True
+
+
+@dataclass
+class CellResult:
+    """Everything measured for one target x op x dtype."""
+
+    target: str
+    op: str
+    dtype: str
+    device: str
+    status: str = "passed"  # passed | violated | unsupported | error
+    reason: str = ""
+    examples: int = 0
+    seconds: float = 0.0
+    target_seconds: float = 0.0
+    oracle_seconds: float = 0.0
+    error_unit: str = "ULP"
+    max_error: float = 0.0
+    max_ratio: float = 0.0
+    max_tolerance_seen: float = 0.0
+    min_tolerance_seen: float = float("inf")
+    normwise_max: float = 0.0
+    flash_rule_max: float = 0.0
+    flash_rule_over_2: int = 0
+    flushed: int = 0
+    negative_zeros: int = 0
+    fallback_rows: int = 0
+    features: Counter = field(default_factory=Counter)
+    violation: Violation | None = None
+    counterexample: str | None = None  # description of the shrunk case
+    artifact: str | None = None
+    worst_case: str | None = None
+    worst_artifact: str | None = None
+    cut_by_budget: bool = False
+    samples: list = field(default_factory=list)  # sampled errors, for distributions
+    tolerance_samples: list = field(default_factory=list)
+
+    @property
+    def summary(self) -> Summary:
+        return summarize(torch.tensor(self.samples, dtype=torch.float64)) if self.samples else Summary(0, 0, 0, 0)
+
+
+class _ViolationFound(Exception):
+    def __init__(self, violation: Violation, case, outcome: engine.CaseOutcome):
+        super().__init__(violation.one_line())
+        self.violation, self.case, self.outcome = violation, case, outcome
+
+
+def _strategy(target: Target, dtype: str, opts: CheckOptions):
+    prof = opts.profile.for_dtype(dtype)
+    caps = target.caps
+    if target.op == "softmax":
+        return strategies.softmax_cases(dtypes=(dtype,), caps=caps, max_length=prof.softmax_max_length,
+                                        max_rows=prof.softmax_max_rows)
+    return strategies.attention_cases(dtypes=(dtype,), caps=caps, max_seq=prof.attention_max_seq,
+                                      max_batch=prof.attention_max_batch, max_heads=prof.attention_max_heads,
+                                      head_dims=prof.head_dims)
+
+
+def run_case(target: Target, case, opts: CheckOptions) -> engine.CaseOutcome:
+    """Build a drawn case on the device and check the target on it."""
+    built = case.build(device=opts.device)
+    if target.op == "softmax":
+        return engine.check_softmax_input(target, built, masked_rows=opts.masked_rows, timeout=opts.timeout,
+                                          compare_naive=opts.compare_naive)
+    return engine.check_attention_input(target, built.q, built.k, built.v, scale=built.scale, causal=built.causal,
+                                        mask=built.mask, masked_rows=opts.masked_rows, timeout=opts.timeout,
+                                        compare_naive=opts.compare_naive)
+
+
+def case_inputs(case, op: str) -> dict[str, Any]:
+    built = case.build(device="cpu")
+    if op == "softmax":
+        return {"x": built}
+    return {"q": built.q, "k": built.k, "v": built.v, "mask": built.mask, "scale": built.scale,
+            "causal": built.causal}
+
+
+def _save(case, cell: CellResult, opts: CheckOptions, violation: Violation | None, kind: str) -> str:
+    art = artifacts.Artifact(
+        op=cell.op, target=cell.target, dtype=cell.dtype, device=opts.device, inputs=case_inputs(case, cell.op),
+        spec=case.spec.to_dict(), description=case.describe(),
+        options={"masked_rows": opts.masked_rows, "timeout": opts.timeout},
+        violation=violation.to_dict() if violation else None, kind=kind,
+    )
+    return str(artifacts.save(art, opts.artifact_dir))
+
+
+def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
+    """Search one target x dtype; returns what was measured and the shrunk violation, if any."""
+    fmt = get_format(dtype)
+    cell = CellResult(target.name, target.op, fmt.name, opts.device,
+                      error_unit="ULP" if target.op == "softmax" else "u*cond")
+    if not target.caps.supports_dtype(fmt.name):
+        cell.status, cell.reason = "unsupported", f"{target.name} does not declare {fmt.name}"
+        return cell
+    why = target.unavailable_reason(opts.device)
+    if why:
+        cell.status, cell.reason = "unsupported", why
+        return cell
+
+    rng = random.Random(opts.seed)
+    state: dict[str, Any] = {"found": False, "worst": -1.0, "worst_case": None}
+    start = time.perf_counter()
+
+    def record(case, out: engine.CaseOutcome) -> None:
+        ev = out.evaluation
+        cell.examples += 1
+        cell.target_seconds += out.seconds
+        cell.oracle_seconds += out.oracle_seconds
+        cell.fallback_rows += out.fallback_rows
+        cell.flushed += ev.flushed
+        cell.negative_zeros += ev.negative_zeros
+        cell.normwise_max = max(cell.normwise_max, ev.normwise)
+        fr = out.flash_rule_ratio
+        if fr != float("inf"):
+            cell.flash_rule_max = max(cell.flash_rule_max, fr)
+        cell.flash_rule_over_2 += int(fr > 2)
+        for f in case.features:
+            cell.features[f] += 1
+        if ev.errors is not None and ev.errors.numel():
+            errs, tols = ev.errors.detach().cpu(), ev.tolerances.detach().cpu()
+            cell.max_error = max(cell.max_error, float(errs.max()))
+            cell.max_ratio = max(cell.max_ratio, ev.max_ratio)
+            cell.max_tolerance_seen = max(cell.max_tolerance_seen, float(tols.max()))
+            cell.min_tolerance_seen = min(cell.min_tolerance_seen, float(tols.min()))
+            if errs.numel() > SAMPLE_PER_EXAMPLE:
+                idx = torch.tensor(rng.sample(range(errs.numel()), SAMPLE_PER_EXAMPLE))
+                errs, tols = errs[idx], tols[idx]
+            cell.samples.extend(errs.tolist())
+            cell.tolerance_samples.extend(tols.tolist())
+            if ev.max_ratio > state["worst"]:
+                state["worst"], state["worst_case"] = ev.max_ratio, case
+
+    @settings(max_examples=opts.max_examples, deadline=None, database=opts.database, derandomize=False,
+              report_multiple_bugs=False, print_blob=False,
+              suppress_health_check=list(HealthCheck))
+    @given(case=_strategy(target, fmt.name, opts))
+    def property_holds(case) -> None:
+        if opts.budget_s is not None and time.perf_counter() - start > opts.budget_s and not state["found"]:
+            cell.cut_by_budget = True
+            return
+        out = run_case(target, case, opts)
+        for f in case.features:
+            event(f)
+        if not state["found"]:
+            record(case, out)
+        ratio = out.evaluation.max_ratio
+        hyp_target(min(ratio, 1e12), label="error/tolerance")
+        if out.evaluation.violations:
+            state["found"] = True
+            raise _ViolationFound(out.evaluation.violations[0], case, out)
+
+    if opts.seed is not None:
+        property_holds = hypothesis.seed(opts.seed)(property_holds)
+    try:
+        property_holds()
+    except _ViolationFound as found:
+        cell.status = "violated"
+        cell.violation = found.violation
+        cell.counterexample = found.case.describe()
+        cell.artifact = _save(found.case, cell, opts, found.violation, "violation")
+    except engine.TargetHang as hang:
+        cell.status = "violated"
+        cell.violation = Violation("hang", str(hang))
+    except hypothesis.errors.FlakyFailure as e:  # the target answered differently on the same input
+        inner = [x for x in e.exceptions if isinstance(x, _ViolationFound)]
+        cell.status = "violated"
+        cell.violation = inner[0].violation if inner else Violation("exception", f"flaky: {e}")
+        if inner:
+            cell.counterexample = inner[0].case.describe() + "  [nondeterministic: did not reproduce every time]"
+            cell.artifact = _save(inner[0].case, cell, opts, inner[0].violation, "violation")
+    if state["worst_case"] is not None:
+        cell.worst_case = state["worst_case"].describe()
+        cell.worst_artifact = _save(state["worst_case"], cell, opts, None, "worst-case")
+    cell.seconds = time.perf_counter() - start
+    if cell.min_tolerance_seen == float("inf"):
+        cell.min_tolerance_seen = 0.0
+    return cell
+
+
+def check_target(target: Target, opts: CheckOptions) -> list[CellResult]:
+    """Every requested dtype of one target."""
+    dtypes = opts.dtypes or target.caps.dtypes
+    return [check_cell(target, d, opts) for d in dtypes]

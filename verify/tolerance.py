@@ -1,0 +1,151 @@
+"""Tolerance policy: how far from the exact result a *correct* target may be.
+
+The tolerance of each output element is a first-order rounding-error bound of
+the algorithm family (shifted softmax / online softmax / FlashAttention), in
+the precision the target claims to compute in, plus the final rounding to the
+output dtype.  It follows Blanchard, Higham & Higham, "Accurately computing the
+log-sum-exp and softmax functions", IMA J. Numer. Anal. 41(4), 2021 (shifted
+formulas, any summation order), extended to the attention product.
+
+Notation: T output format (u_T), c compute precision (u_c), dot precision of
+the Q K^T products, n row length, d_j = x_j - max (<= 0), gamma_n = n u_c.
+
+Softmax, element j (absolute):
+    safety * [p_j (u_c (2|d_j| + 2 k_exp) + conv_j + eps_S + 2 u_c) + 2 tiny_c] + ulp_T(p_j) / 2
+    eps_S = sum_i p_i u_c (2|d_i| + 2 k_exp) + gamma_{n-1}
+  2|d_j| covers exp implemented as exp2(d * log2 e) with a rounded product,
+  k_exp the exp's own error in ulps (GPU ex2.approx: ~2), conv_j the rounding
+  of a wider input into c, 2 u_c the division (or reciprocal and multiply),
+  tiny_c intermediates flushed to zero in c.
+
+Attention, element (i, d), in units of u_T * sum_j p_j |v_jd| (``verify.metrics``):
+    1 (final rounding) + safety * [ sum_j p_j |v_jd| rel_j + c_d (eps_l + gamma_Nk + u_P + 2 u_c) + flush ] / (u_T c_d)
+    rel_j = |scale| sum_d|q_d k_jd| (2 u_dot_in + gamma_D + u_c) + u_c (2|d_j| + 2 k_exp)
+    eps_l = sum_j p_j rel_j + gamma_Nk + 2 u_c Nk   (rescaling by alpha at every key block)
+  u_P = u_in when P is rounded to the input dtype before P V (FlashAttention does).
+
+First-order bounds are rigorous up to O(u^2) terms; ``safety`` (1.25) absorbs
+those and equivalent reorderings.  flash-attention's own rule (error <= 2x a
+naive same-dtype implementation) is reported beside it by the engine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from verify.capabilities import Capabilities
+from verify.dtypes import FloatFormat, get_format
+from verify.oracle import AttentionTruth, SoftmaxTruth
+from verify.rounding import ulp
+
+
+@dataclass(frozen=True)
+class ToleranceModel:
+    """Precision claims of a target, and the policy's constants."""
+
+    compute: FloatFormat
+    dot: FloatFormat
+    probs_rounded_to_input: bool = True
+    exp_ulps: float = 2.0
+    safety: float = 1.25
+
+    @classmethod
+    def for_target(cls, caps: Capabilities, dtype: str) -> "ToleranceModel":
+        return cls(
+            compute=get_format(caps.compute_format(dtype)),
+            dot=get_format(caps.dot_format(dtype)),
+            probs_rounded_to_input=caps.probs_rounded_to_input,
+        )
+
+    def describe(self) -> str:
+        p = ", P rounded to input dtype" if self.probs_rounded_to_input else ""
+        return f"compute {self.compute.name}, dot {self.dot.name}{p}, exp {self.exp_ulps:g} ulp, safety {self.safety:g}"
+
+
+def _conversion(u_c: float, fin: FloatFormat, c: FloatFormat) -> float:
+    """u_c if inputs must be rounded into the compute precision, else 0."""
+    return u_c if fin.precision > c.precision else 0.0
+
+
+def _gamma(n: int, u: float) -> float:
+    return n * u / (1 - n * u) if n * u < 1 else float("inf")
+
+
+def softmax_tolerance_ulps(
+    x: torch.Tensor, truth: SoftmaxTruth, target: str | FloatFormat, model: ToleranceModel
+) -> torch.Tensor:
+    """Per-element tolerance in ULPs of T for softmax outputs of finite rows (NaN elsewhere)."""
+    fmt = get_format(target)
+    c = model.compute
+    u_c = c.unit_roundoff
+    x64 = x.detach().to(torch.float64).to(truth.probs.hi.device)
+    finite_row = (truth.row_status == 0)[..., None]
+    xs = torch.where(finite_row, x64, torch.zeros_like(x64))
+    m = xs.max(-1, keepdim=True).values
+    absd = torch.where(torch.isfinite(xs), (xs - m).abs(), torch.zeros_like(xs))
+    p = torch.where(finite_row, truth.probs.hi, torch.zeros_like(xs))
+    conv = _conversion(u_c, get_format(x.dtype), c) * (xs.abs() + m.abs())
+    conv = torch.where(torch.isfinite(xs), conv, torch.zeros_like(conv))
+    rel_e = u_c * (2 * absd + 2 * model.exp_ulps) + conv
+    n = x.shape[-1]
+    eps_S = (p * rel_e).sum(-1, keepdim=True) + _gamma(max(n - 1, 0), u_c)
+    rel_p = rel_e + eps_S + 2 * u_c
+    tol_abs = model.safety * (rel_p * p + 2 * c.smallest_normal) + ulp(p, fmt) / 2
+    tol = tol_abs / ulp(p, fmt)
+    return torch.where(finite_row.expand_as(tol), tol, torch.full_like(tol, float("nan")))
+
+
+def lse_tolerance_ulps(
+    x: torch.Tensor, truth: SoftmaxTruth, target: str | FloatFormat, model: ToleranceModel
+) -> torch.Tensor:
+    """Per-row tolerance in ULPs of T for the log-sum-exp (NaN for non-finite rows)."""
+    fmt = get_format(target)
+    c = model.compute
+    u_c = c.unit_roundoff
+    x64 = x.detach().to(torch.float64).to(truth.probs.hi.device)
+    finite_row = truth.row_status == 0
+    xs = torch.where(finite_row[..., None], x64, torch.zeros_like(x64))
+    m = xs.max(-1).values
+    absd = torch.where(torch.isfinite(xs), (xs - m[..., None]).abs(), torch.zeros_like(xs))
+    p = torch.where(finite_row[..., None], truth.probs.hi, torch.zeros_like(xs))
+    n = x.shape[-1]
+    eps_S = (p * u_c * (2 * absd + 2 * model.exp_ulps)).sum(-1) + _gamma(max(n - 1, 0), u_c)
+    lse = torch.where(finite_row, truth.lse.hi, torch.zeros_like(m))
+    log_s = lse - m
+    conv = _conversion(u_c, get_format(x.dtype), c) * m.abs()
+    err = eps_S + 2 * model.exp_ulps * u_c * log_s.abs() + 2 * u_c * m.abs() + u_c * lse.abs() + conv
+    tol = (model.safety * err + ulp(lse, fmt) / 2) / ulp(lse, fmt)
+    return torch.where(finite_row, tol, torch.full_like(tol, float("nan")))
+
+
+def attention_tolerance_units(
+    q: torch.Tensor, v: torch.Tensor, truth: AttentionTruth, target: str | FloatFormat, model: ToleranceModel
+) -> torch.Tensor:
+    """Per-element tolerance in condition units (see module docstring); NaN outside finite rows."""
+    fmt = get_format(target)
+    fin = get_format(q.dtype)
+    c = model.compute
+    u_c = c.unit_roundoff
+    D = q.shape[-1]
+    Nk = v.shape[-2]
+    group = q.shape[1] // v.shape[1]
+    dev = truth.out.hi.device
+    vabs = v.detach().to(torch.float64).to(dev).repeat_interleave(group, dim=1).abs()
+    vabs = torch.nan_to_num(vabs, nan=0.0, posinf=0.0)
+    u_dot_in = model.dot.unit_roundoff if fin.precision > model.dot.precision else 0.0
+    p = truth.probs
+    absd = torch.where(torch.isfinite(truth.shifted), truth.shifted.abs(), torch.zeros_like(p))
+    rel = truth.abs_scores * (2 * u_dot_in + _gamma(D, u_c) + u_c) + u_c * (2 * absd + 2 * model.exp_ulps)
+    rel = torch.where(p > 0, rel, torch.zeros_like(rel))
+    eps_l = (p * rel).sum(-1, keepdim=True) + _gamma(Nk, u_c) + 2 * u_c * Nk
+    u_p = fin.unit_roundoff if (model.probs_rounded_to_input and fin.precision < c.precision) else 0.0
+    cond = truth.cond
+    weighted = (p * rel) @ vabs
+    flush = (2 * c.smallest_normal + (fin.smallest_subnormal / 2 if u_p else 0.0)) * vabs.sum(-2, keepdim=True)
+    num = weighted + cond * (eps_l + _gamma(Nk, u_c) + u_p + 2 * u_c) + flush
+    denom = torch.clamp(fmt.unit_roundoff * cond, min=fmt.smallest_subnormal)
+    tol = 1.0 + model.safety * num / denom
+    finite = (truth.row_status == 0)[..., None] & ~truth.expected_nonfinite
+    return torch.where(finite, tol, torch.full_like(tol, float("nan")))
