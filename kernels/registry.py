@@ -49,7 +49,7 @@ def _load_builtins() -> None:
     if _LOADED:
         return
     _LOADED = True
-    from kernels import builtin_targets  # noqa: F401  (registers on import)
+    from kernels import builtin_targets, mutants  # noqa: F401  (register on import)
 
 
 def all_targets(op: str | None = None) -> list[Target]:

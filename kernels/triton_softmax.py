@@ -40,6 +40,10 @@ __all__ = ["softmax", "softmax_lse", "MAX_SINGLE_BLOCK"]
 MAX_SINGLE_BLOCK = 16384
 #: Block width of the streaming (online and split) schedules.
 STREAM_BLOCK = 4096
+#: Launch overrides for benchmarks (bench/softmax.py --sweep); None keeps the heuristics.
+#: "precise_fp32": False trades the ~1 ulp float32 path for hardware exp2 and approximate
+#: division (a few ulp), to measure what the accuracy costs.
+TUNING: dict = {"rows_warps": None, "stream_warps": None, "precise_fp32": True}
 
 
 @triton.jit
@@ -221,7 +225,7 @@ def _rows_config(n_cols_pow2: int) -> tuple[int, int]:
 def _launch(x2: torch.Tensor, y2: torch.Tensor | None, lse: torch.Tensor | None,
             block_size: int | None, num_chunks: int | None) -> None:
     n_rows, n_cols = x2.shape
-    precise = x2.dtype == torch.float32
+    precise = x2.dtype == torch.float32 and TUNING["precise_fp32"]
     write_y = y2 is not None
     write_lse = lse is not None
     # Dummy pointers for outputs a launch does not write (never dereferenced).
@@ -235,6 +239,7 @@ def _launch(x2: torch.Tensor, y2: torch.Tensor | None, lse: torch.Tensor | None,
 
     if n_pow2 <= block and num_chunks is None:
         block_r, num_warps = _rows_config(n_pow2)
+        num_warps = TUNING["rows_warps"] or num_warps
         if interpreting():
             block_r = 1
         grid = (triton.cdiv(n_rows, block_r),)
@@ -247,7 +252,7 @@ def _launch(x2: torch.Tensor, y2: torch.Tensor | None, lse: torch.Tensor | None,
 
     stream = min(block, STREAM_BLOCK) if block_size is None else block
     stream = min(stream, n_pow2)
-    num_warps = 8 if stream >= 2048 else 4
+    num_warps = TUNING["stream_warps"] or (8 if stream >= 2048 else 4)
     n_blocks = triton.cdiv(n_cols, stream)
     if num_chunks is None:
         sms = num_sms(x2.device)

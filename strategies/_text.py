@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import math
+from typing import Any
+
+from verify.capabilities import Capabilities
 
 SHORT_DTYPE = {
     "float16": "fp16",
@@ -29,3 +32,12 @@ def num(x: float) -> str:
 
 def short_dtype(name: str) -> str:
     return SHORT_DTYPE.get(name, name)
+
+
+def call_text(name: str, caps: Capabilities, **kwargs: Any) -> str:
+    """How a strategy factory was called, shown as the strategy's repr in Hypothesis output."""
+    shown = [f"{k}={v!r}" for k, v in kwargs.items()]
+    if caps != Capabilities():
+        changed = {k: v for k, v in caps.to_dict().items() if v != Capabilities().to_dict()[k]}
+        shown.append("caps=Capabilities(" + ", ".join(f"{k}={v!r}" for k, v in changed.items()) + ")")
+    return f"{name}({', '.join(shown)})"

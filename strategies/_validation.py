@@ -119,3 +119,10 @@ def spec_error(kind: str, message: str, value: Any = None) -> ValueError:
     """Errors in a stored spec (from_dict / constructor) are ValueErrors: data, not arguments."""
     suffix = "" if value is None else f" (got {value!r})"
     return ValueError(f"invalid {kind}: {message}{suffix}")
+
+
+def reject_extra_keys(d: dict[str, Any]) -> dict[str, Any]:
+    """What is left of a spec dict after its known keys were popped must be nothing."""
+    if d:
+        raise spec_error("spec", f"unknown keys {sorted(d)}")
+    return {}

@@ -13,6 +13,7 @@ large, so shrinking moves towards short, plain lengths.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from functools import lru_cache
 
 from hypothesis import strategies as st
@@ -101,6 +102,7 @@ def length_features(n: int) -> tuple[str, ...]:
     return tuple(found)
 
 
+@lru_cache(maxsize=256)
 def lengths(min_value: int = 1, max_value: int = 300) -> SearchStrategy[int]:
     """Lengths in ``[min_value, max_value]``, concentrated on the adversarial kinds above.
 
@@ -113,9 +115,29 @@ def lengths(min_value: int = 1, max_value: int = 300) -> SearchStrategy[int]:
         min_value <= max_value,
         f"min_value={min_value} must not exceed max_value={max_value}; swap or widen the bounds",
     )
-    lo, hi = min_value, max_value
-    choices: dict[str, SearchStrategy[int]] = {}
-    choices["small"] = st.integers(lo, min(hi, lo + 7))
+    pickers = _pickers(min_value, max_value)
+    kinds = tuple(k for k in LENGTH_KINDS if k in pickers)
+    # Every kind costs the same two choices (kind, index): Hypothesis orders
+    # examples by choice count before anything else, so equal costs leave the
+    # kind order, simplest first, to decide where shrinking goes.  The index is
+    # reduced modulo the number of candidates; 0 picks the smallest.
+    return st.tuples(st.sampled_from(kinds), st.integers(0, _INDEX_MAX)).map(lambda p: pickers[p[0]](p[1]))
+
+
+_INDEX_MAX = 2**24 - 1
+
+
+def _pickers(lo: int, hi: int) -> dict[str, Callable[[int], int]]:
+    """For each kind with candidates in [lo, hi], a map from an index to a length."""
+    pickers: dict[str, Callable[[int], int]] = {}
+
+    def from_range(first: int, last: int) -> Callable[[int], int]:
+        return lambda u: first + u % (last - first + 1)
+
+    def from_list(items: tuple[int, ...]) -> Callable[[int], int]:
+        return lambda u: items[u % len(items)]
+
+    pickers["small"] = from_range(lo, min(hi, lo + 7))
     for kind, delta, k_min in (
         ("power-of-two", 0, 1),
         ("power-of-two-minus-one", -1, 2),
@@ -123,29 +145,30 @@ def lengths(min_value: int = 1, max_value: int = 300) -> SearchStrategy[int]:
     ):
         candidates = _powers_of_two(lo, hi, delta, k_min)
         if candidates:
-            choices[kind] = st.sampled_from(candidates)
+            pickers[kind] = from_list(candidates)
     primes = _primes(lo, hi)
     if primes:
-        choices["prime"] = st.sampled_from(primes)
+        pickers["prime"] = from_list(primes)
     for kind, delta in (
         ("block-multiple", 0),
         ("block-multiple-minus-one", -1),
         ("block-multiple-plus-one", 1),
     ):
-        per_block = []
-        for b in BLOCKS:
-            first, last = _multiplier_range(b, delta, lo, hi)
-            if first <= last:
-                per_block.append((b, first, last))
+        per_block = tuple(
+            (b, first, last) for b in BLOCKS for first, last in [_multiplier_range(b, delta, lo, hi)] if first <= last
+        )
         if per_block:
-            choices[kind] = _block_lengths(tuple(per_block), delta)
-    choices["maximum"] = st.just(hi)
-    choices["any"] = st.integers(lo, hi)
-    kinds = [k for k in LENGTH_KINDS if k in choices]
-    return st.sampled_from(kinds).flatmap(choices.__getitem__)
+            pickers[kind] = _block_picker(per_block, delta)
+    pickers["maximum"] = lambda u: hi
+    pickers["any"] = from_range(lo, hi)
+    return pickers
 
 
-def _block_lengths(per_block: tuple[tuple[int, int, int], ...], delta: int) -> SearchStrategy[int]:
-    # The block is drawn before the multiplier so that 128 is as likely as 16,
+def _block_picker(per_block: tuple[tuple[int, int, int], ...], delta: int) -> Callable[[int], int]:
+    # The block is picked before the multiplier so that 128 is as likely as 16,
     # although far fewer lengths in the range are multiples of 128.
-    return st.sampled_from(per_block).flatmap(lambda b: st.integers(b[1], b[2]).map(lambda m: m * b[0] + delta))
+    def pick(u: int) -> int:
+        block, first, last = per_block[u % len(per_block)]
+        return block * (first + (u // len(per_block)) % (last - first + 1)) + delta
+
+    return pick

@@ -13,13 +13,14 @@ Building, in order (each step only uses bit-exact operations, see ``strategies._
 2. clipping to +-max_finite of the dtype, so every value is finite after rounding;
 3. the mask: masked entries become -inf;
 4. special entries (NaN, +inf, -0.0), which override everything above;
-5. one rounding to the dtype (round to nearest even, through torch ``.to``);
+5. rounding to the dtype, to nearest even (see ``strategies.rounding``);
 6. the layout, on the target device.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -28,13 +29,14 @@ from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 
 from strategies import _rng
-from strategies._text import num, short_dtype
+from strategies._text import call_text, num, short_dtype
 from strategies._validation import (
+    check_argument,
     check_caps,
     check_optional_bool,
     check_positive_int,
-    check_argument,
     length_bounds,
+    reject_extra_keys,
     resolve_dtypes,
     resolve_switch,
     spec_error,
@@ -43,6 +45,7 @@ from strategies.features import SOFTMAX_LAYOUTS, SOFTMAX_VALUE_KINDS, ordered
 from strategies.layouts import is_noncontiguous, materialize
 from strategies.lengths import length_features, lengths
 from strategies.masks import MASK_KINDS, MaskSpec, keep_features, mask_specs
+from strategies.rounding import to_format
 from strategies.specials import SpecialSpec, special_kinds, special_specs
 from strategies.values import ValueRecipe, value_recipes
 from verify.capabilities import Capabilities
@@ -150,7 +153,7 @@ class SoftmaxSpec:
                 layout=d.pop("layout", "contiguous"),
                 seed=d.pop("seed", 0),
                 explicit=d.pop("explicit", None),
-                **_no_extra(d),
+                **reject_extra_keys(d),
             )
         except (KeyError, TypeError) as err:
             raise spec_error("softmax spec", f"malformed dict ({err})") from None
@@ -188,16 +191,10 @@ class SoftmaxSpec:
         return x
 
     def build(self, device: str = "cpu") -> torch.Tensor:
-        x = torch.from_numpy(self.values()).to(self.format.torch_dtype)
+        x = to_format(self.values(), self.format)
         if self.batch == 0:
             x = x[0]
         return materialize(x, self.layout, device)
-
-
-def _no_extra(d: dict[str, Any]) -> dict[str, Any]:
-    if d:
-        raise spec_error("spec", f"unknown keys {sorted(d)}")
-    return {}
 
 
 def softmax_features(spec: SoftmaxSpec) -> tuple[str, ...]:
@@ -266,12 +263,17 @@ class SoftmaxCase:
         # Replayable: paste into a test to rebuild the exact input.
         return f"case_from_dict({self.spec.to_dict()!r})"
 
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        # Hypothesis prints dataclasses field by field unless told otherwise.
+        printer.text(repr(self))
+
 
 # ---- the strategy -------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class _SoftmaxConfig:
+    call: str  # how the public function was called: the strategy's repr in Hypothesis output
     formats: tuple[FloatFormat, ...]
     min_length: int
     max_length: int
@@ -280,6 +282,12 @@ class _SoftmaxConfig:
     masks: bool
     noncontiguous: bool
     elementwise: bool | None
+
+    def __repr__(self) -> str:
+        return self.call
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(self.call)
 
 
 def softmax_cases(
@@ -326,7 +334,17 @@ def softmax_cases(
             f"elementwise=True needs inputs of at most {EXPLICIT_MAX_ENTRIES} entries, "
             f"but caps.min_length={caps.min_length}; pass elementwise=None",
         )
-    config = _SoftmaxConfig(formats, lo, hi, max_rows, specials_on, masks_on, caps.noncontiguous, elementwise)
+    call = call_text(
+        "softmax_cases",
+        dtypes=tuple(f.name for f in formats),
+        caps=caps,
+        max_length=max_length,
+        max_rows=max_rows,
+        special_values=special_values,
+        masks=masks,
+        elementwise=elementwise,
+    )
+    config = _SoftmaxConfig(call, formats, lo, hi, max_rows, specials_on, masks_on, caps.noncontiguous, elementwise)
     return _softmax_cases(config)
 
 
@@ -343,24 +361,32 @@ def _softmax_cases(draw: st.DrawFn, c: _SoftmaxConfig) -> SoftmaxCase:
         batch = draw(st.integers(0, MAX_BATCH))
     total_rows = max(batch, 1) * rows
 
+    # Hypothesis shrinks towards fewer choices before anything else, so every
+    # branch below draws at least as much as the simplest one: the recipes are
+    # drawn even when explicit values replace them, and the mask is drawn even
+    # for a dtype that cannot hold -inf.  Otherwise shrinking would drift
+    # towards explicit values or float8 just because they are cheaper.
+    recipes = tuple(
+        draw(st.lists(value_recipes(fmt, SOFTMAX_VALUE_KINDS), min_size=1, max_size=min(MAX_RECIPES, total_rows)))
+    )
+    mode = "explicit" if c.elementwise else "recipes"
+    if c.elementwise is None:
+        mode = draw(st.sampled_from(("recipes", "explicit")))
     explicit = None
-    recipes: tuple[ValueRecipe, ...] = ()
-    small = batch == 0 and rows * length <= EXPLICIT_MAX_ENTRIES
-    if c.elementwise or (c.elementwise is None and small and draw(st.sampled_from(("recipes", "explicit"))) == "explicit"):
+    if mode == "explicit" and batch == 0 and rows * length <= EXPLICIT_MAX_ENTRIES:
         explicit = draw(_explicit_values(fmt, rows, length))
-    else:
-        recipes = tuple(
-            draw(st.lists(value_recipes(fmt, SOFTMAX_VALUE_KINDS), min_size=1, max_size=min(MAX_RECIPES, total_rows)))
-        )
+        recipes = ()
 
     mask = MaskSpec()
-    if c.masks and fmt.has_inf:
+    if c.masks:
         mask = draw(mask_specs(rows, length, MASK_KINDS))
+        if not fmt.has_inf:
+            mask = MaskSpec()
 
     specials = tuple(
         draw(
             st.lists(
-                special_specs(special_kinds(fmt, c.special_values), {"x": (total_rows, length)}),
+                special_specs(special_kinds(fmt, c.special_values), (("x", (total_rows, length)),)),
                 max_size=MAX_SPECIALS,
             )
         )
@@ -383,13 +409,14 @@ def _softmax_cases(draw: st.DrawFn, c: _SoftmaxConfig) -> SoftmaxCase:
 
 
 def _round_to(fmt: FloatFormat, values: list[float]) -> list[float]:
-    t = torch.tensor(values, dtype=torch.float64).clamp(-fmt.max_finite, fmt.max_finite)
-    return t.to(fmt.torch_dtype).to(torch.float64).tolist()
+    clipped = np.clip(np.array(values, dtype=np.float64), -fmt.max_finite, fmt.max_finite)
+    return to_format(clipped, fmt).to(torch.float64).tolist()
 
 
 _DRAW_WIDTH = {"float16": 16, "bfloat16": 32, "float32": 32, "float64": 64, "float8_e4m3fn": 16, "float8_e5m2": 16}
 
 
+@lru_cache(maxsize=256)
 def _explicit_values(fmt: FloatFormat, rows: int, length: int) -> SearchStrategy[tuple[tuple[float, ...], ...]]:
     # Narrow formats are drawn at the nearest width Hypothesis supports and rounded
     # (to nearest even) to the format; the stored values are the rounded ones.

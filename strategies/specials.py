@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -77,14 +78,18 @@ def special_kinds(fmt: FloatFormat, allow_special_values: bool) -> tuple[str, ..
     return tuple(k for k in SPECIAL_KINDS if k != "+inf" or fmt.has_inf)
 
 
-def special_specs(kinds: tuple[str, ...], shapes: dict[str, tuple[int, ...]]) -> SearchStrategy[SpecialSpec]:
-    """One special entry of one of ``kinds`` at a position inside one of ``shapes`` (name -> shape)."""
-    names = tuple(shapes)
-    return st.sampled_from(names).flatmap(
-        lambda name: st.builds(
+@lru_cache(maxsize=1024)
+def special_specs(
+    kinds: tuple[str, ...], shapes: tuple[tuple[str, tuple[int, ...]], ...]
+) -> SearchStrategy[SpecialSpec]:
+    """One special entry of one of ``kinds`` at a position inside one of ``shapes`` ((name, shape) pairs)."""
+    per_tensor = [
+        st.builds(
             SpecialSpec,
             st.sampled_from(kinds),
             st.just(name),
-            st.tuples(*(st.integers(0, n - 1) for n in shapes[name])),
+            st.tuples(*(st.integers(0, n - 1) for n in shape)),
         )
-    )
+        for name, shape in shapes
+    ]
+    return st.one_of(per_tensor)

@@ -42,6 +42,7 @@ subnormal-output
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -82,12 +83,16 @@ class ValueRecipe:
             if not (isinstance(value, (int, float)) and math.isfinite(value)):
                 raise spec_error("value recipe", f"{name} must be a finite number", value)
             object.__setattr__(self, name, float(value))
+        if not isinstance(self.count, int) or isinstance(self.count, bool):
+            raise spec_error("value recipe", "count must be an int", self.count)
         if self.scale < 0 or not 0 <= self.rate <= 1 or self.count < 0:
             raise spec_error("value recipe", "need scale >= 0, 0 <= rate <= 1, count >= 0", self)
 
     # ---- replay -----------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The kind plus the fields that differ from their defaults (short counterexamples)."""
+        default = _DEFAULT_FIELDS
+        return {k: v for k, v in asdict(self).items() if k == "kind" or v != default[k]}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "ValueRecipe":
@@ -131,10 +136,20 @@ class ValueRecipe:
 
     # ---- building ---------------------------------------------------------------------
     def sample(self, rng: np.random.Generator, shape: tuple[int, ...], fmt: FloatFormat, limit: float) -> np.ndarray:
-        """Float64 numbers of ``shape`` (row semantics along the last axis), before clipping to ``limit``.
+        """Float64 numbers of ``shape`` (row semantics along the last axis), clipped to ``[-limit, limit]``.
 
         ``fmt`` only bounds the full-range kind from below (its smallest subnormal).
         """
+        # Huge scales in float64 may overflow to +-inf on the way; clipping maps
+        # those to +-limit.  The offset is finite, so inf - inf (NaN) cannot occur.
+        with np.errstate(over="ignore"):
+            x = self._sample(rng, shape, fmt, limit)
+        np.clip(x, -limit, limit, out=x)
+        if np.isnan(x).any():
+            raise AssertionError(f"{self} produced NaN")
+        return x
+
+    def _sample(self, rng: np.random.Generator, shape: tuple[int, ...], fmt: FloatFormat, limit: float) -> np.ndarray:
         k = self.kind
         n = shape[-1]
         if k == "constant":
@@ -143,13 +158,15 @@ class ValueRecipe:
             return self.offset + self.scale * rng.uniform(-1.0, 1.0, shape)
         if k in ("normal", "cancellation"):
             return self.offset + self.scale * rng.standard_normal(shape)
-        if k in ("near-max", "very-negative"):
-            # Move away from the offset, towards zero for near-max (+) and away from it for very-negative.
-            direction = -math.copysign(1.0, self.offset) if k == "near-max" else -1.0
-            return self.offset + direction * self.scale * np.abs(rng.standard_normal(shape))
+        if k == "near-max":
+            # From +-max towards zero.
+            return self.offset - math.copysign(1.0, self.offset) * self.scale * np.abs(rng.standard_normal(shape))
+        if k == "very-negative":
+            return self.offset - self.scale * np.abs(rng.standard_normal(shape))
         if k == "subnormal-output":
             x = self.offset - self.scale * rng.random(shape)
             rows = x.reshape(-1, n)
+            # One entry per row at the top, so exp(x - max) spans [exp(-scale), 1].
             rows[np.arange(rows.shape[0]), rng.integers(0, n, rows.shape[0])] = self.offset
             return x
         if k == "full-range":
@@ -163,69 +180,6 @@ class ValueRecipe:
                 flat[rng.integers(0, flat.size)] += self.gap * (4.0 if rng.random() < 0.5 else -4.0)
             return self.offset + self.scale * x
         if k == "ties":
-            return f"ties(scale={num(self.scale)}{off}, count={self.count})"
-        if k == "dominant":
-            return f"dominant(scale={num(self.scale)}{off}, gap={num(self.gap)})"
-        if k == "outliers":
-            return f"outliers(scale={num(self.scale)}{off}, std={num(self.gap)}, rate={num(self.rate)})"
-        if k in ("cancellation", "near-max", "very-negative", "subnormal-output"):
-            return f"{k}(offset={num(self.offset)}, spread={num(self.scale)})"
-        return f"{k}(scale={num(self.scale)}{off})"
-
-    def features(self) -> tuple[str, ...]:
-        found = [f"mag:{self.kind}"]
-        if self.kind in SPREAD_KINDS:
-            if self.scale <= 1e-3:
-                found.append("mag:tiny-scale")
-            if self.scale >= 1e4:
-                found.append("mag:huge-scale")
-        return tuple(found)
-
-    def spread(self) -> float:
-        """Typical standard deviation of the drawn numbers (for score estimates)."""
-        if self.kind == "constant":
-            return 0.0
-        if self.kind == "uniform":
-            return self.scale / math.sqrt(3.0)
-        if self.kind == "outliers":
-            return self.scale * math.sqrt(1.0 + self.rate * self.gap**2)
-        return self.scale
-
-    # ---- building ---------------------------------------------------------------------
-    def sample(self, rng: np.random.Generator, shape: tuple[int, ...], fmt: FloatFormat, limit: float) -> np.ndarray:
-        """Float64 numbers of ``shape`` (row semantics along the last axis), before clipping to ``limit``.
-
-        ``fmt`` only bounds the full-range kind from below (its smallest subnormal).
-        """
-        k = self.kind
-        n = shape[-1]
-        if k == "constant":
-            return np.full(shape, self.offset)
-        if k == "uniform":
-            return self.offset + self.scale * rng.uniform(-1.0, 1.0, shape)
-        if k in ("normal", "cancellation"):
-            return self.offset + self.scale * rng.standard_normal(shape)
-        if k in ("near-max", "very-negative"):
-            # Move away from the offset, towards zero for near-max (+) and away from it for very-negative.
-            direction = -math.copysign(1.0, self.offset) if k == "near-max" else -1.0
-            return self.offset + direction * self.scale * np.abs(rng.standard_normal(shape))
-        if k == "subnormal-output":
-            x = self.offset - self.scale * rng.random(shape)
-            rows = x.reshape(-1, n)
-            rows[np.arange(rows.shape[0]), rng.integers(0, n, rows.shape[0])] = self.offset
-            return x
-        if k == "full-range":
-            return _full_range(rng, shape, fmt, limit)
-        if k == "outliers":
-            x = rng.standard_normal(shape) + self.gap * rng.standard_normal(shape) * (rng.random(shape) < self.rate)
-            if self.rate > 0 and self.gap > 0 and not (rng.random(shape) < 0).any():
-                pass  # keeps the stream layout independent of the branch below
-            flat = x.reshape(-1)
-            if self.gap > 0 and np.all(np.abs(flat) <= 6.0):
-                # Bernoulli(0.001) rarely fires in a short row: guarantee one outlier.
-                flat[rng.integers(0, flat.size)] = self.gap * 6.0 * (1.0 if rng.random() < 0.5 else -1.0)
-            return self.offset + self.scale * x
-        if k == "ties":
             x = self.offset + self.scale * rng.standard_normal(shape)
             rows = x.reshape(-1, n)
             for row in rows:
@@ -235,10 +189,12 @@ class ValueRecipe:
             x = self.offset + self.scale * rng.standard_normal(shape)
             rows = x.reshape(-1, n)
             for row in rows:
-                top = row.max()
-                row[rng.integers(0, n)] = top + self.gap
+                row[rng.integers(0, n)] = row.max() + self.gap
             return x
         raise AssertionError(k)
+
+
+_DEFAULT_FIELDS = asdict(ValueRecipe())
 
 
 def _full_range(rng: np.random.Generator, shape: tuple[int, ...], fmt: FloatFormat, limit: float) -> np.ndarray:
@@ -269,11 +225,14 @@ def _decimal(mantissa: float, exponent: int) -> float:
     return float(f"{mantissa:g}e{exponent}")
 
 
+@lru_cache(maxsize=1024)
 def magnitudes(lo: float, hi: float) -> SearchStrategy[float]:
     """Positive numbers spread log-uniformly over ``[lo, hi]``, ``hi`` itself included.
 
     Drawn as ``m * 10**e`` with ``m`` in (1, 2, 5): readable in a counterexample,
-    and shrinking moves ``e`` towards 0, i.e. towards 1.
+    and shrinking moves ``e`` towards 0, i.e. towards 1.  Half the draws come from
+    the moderate band 1e-2 .. 1e2 (where most real inputs live); without it a
+    float64 range of 600 decades would almost never produce an ordinary number.
     """
     check_argument(0 < lo <= hi, f"need 0 < lo <= hi, got lo={lo!r}, hi={hi!r}")
     e_lo = math.ceil(math.log10(lo) - 1e-12)
@@ -287,16 +246,27 @@ def magnitudes(lo: float, hi: float) -> SearchStrategy[float]:
             return hi
         return min(max(_decimal(m, e), lo), hi)
 
-    return st.tuples(st.integers(e_lo, e_hi + 1), st.sampled_from((1.0, 2.0, 5.0))).map(assemble)
+    exponents = st.integers(e_lo, e_hi + 1)
+    moderate_lo, moderate_hi = max(e_lo, -2), min(e_hi, 2)
+    if moderate_lo <= moderate_hi:
+        exponents = st.one_of(st.integers(moderate_lo, moderate_hi), exponents)
+    return st.tuples(exponents, st.sampled_from((1.0, 2.0, 5.0))).map(assemble)
 
 
 def signed(magnitude: SearchStrategy[float]) -> SearchStrategy[float]:
     return st.tuples(magnitude, st.booleans()).map(lambda p: -p[0] if p[1] else p[0])
 
 
+@lru_cache(maxsize=1024)
 def offsets(limit: float) -> SearchStrategy[float]:
-    """0 first (shrinking removes offsets), else a signed magnitude up to ``limit``."""
-    return st.one_of(st.just(0.0), signed(magnitudes(min(1e-3, limit), limit)))
+    """0 (the shrink target), else a signed magnitude up to ``limit``.
+
+    The magnitude and sign are drawn in both cases, so "no offset" costs as many
+    choices as an offset: Hypothesis orders examples by the number of choices
+    first, and a cheaper branch would attract shrinking whatever its meaning.
+    """
+    parts = st.tuples(st.booleans(), magnitudes(min(1e-3, limit), limit), st.booleans())
+    return parts.map(lambda p: (-p[1] if p[2] else p[1]) if p[0] else 0.0)
 
 
 def available_kinds(fmt: FloatFormat, kinds: tuple[str, ...], limit: float) -> tuple[str, ...]:
@@ -304,58 +274,76 @@ def available_kinds(fmt: FloatFormat, kinds: tuple[str, ...], limit: float) -> t
     return tuple(k for k in kinds if k != "very-negative" or limit > -VERY_NEGATIVE_CEILING * 1.5)
 
 
-@st.composite
 def value_recipes(
-    draw: st.DrawFn,
     dtype: str | FloatFormat,
     kinds: tuple[str, ...] = SOFTMAX_VALUE_KINDS,
     limit: float | None = None,
-) -> ValueRecipe:
+) -> SearchStrategy[ValueRecipe]:
     """A recipe drawn for ``dtype``, with every magnitude within ``limit`` (default: the max finite).
 
-    ``kinds`` are tried simplest first; their parameters are expressed in terms of
-    the dtype (ulps for cancellation, its subnormal range for subnormal-output),
-    and stored as plain numbers so the recipe replays without the dtype table.
+    ``kinds`` are listed simplest first.  Parameters are expressed in terms of the
+    dtype (ulps for cancellation, its subnormal range for subnormal-output) but
+    stored as plain numbers, so a recipe replays without the dtype table.
     """
     fmt = get_format(dtype)
+    unknown = set(kinds) - set(ALL_VALUE_KINDS)
+    check_argument(not unknown, f"unknown value kinds {sorted(unknown)}; use some of {ALL_VALUE_KINDS}")
     limit = fmt.max_finite if limit is None else min(limit, fmt.max_finite)
-    kind = draw(st.sampled_from(available_kinds(fmt, kinds, limit)))
-    spread = magnitudes(min(1e-6, limit), limit)
+    usable = available_kinds(fmt, tuple(kinds), limit)
+    check_argument(bool(usable), f"none of the value kinds {tuple(kinds)} fits within {limit!r}")
+    return _value_recipes(fmt, usable, limit)
+
+
+_GAPS = (20.0, 100.0, 1e3, 1e4)
+_OUTLIER_STDS = (10.0, 100.0)
+_OUTLIER_RATES = (0.001, 0.01, 0.1)
+
+
+# Strategies are cached per argument tuple: building them afresh on every draw
+# costs more than drawing from them.
+@lru_cache(maxsize=1024)
+def _value_recipes(fmt: FloatFormat, kinds: tuple[str, ...], limit: float) -> SearchStrategy[ValueRecipe]:
+    # Every kind draws the same parameters (a magnitude, an offset, a small integer)
+    # and interprets them its own way.  With equally many choices per kind,
+    # shrinking is decided by the kind's position in ``kinds``: simplest first.
+    parts = st.tuples(
+        st.sampled_from(kinds),
+        magnitudes(min(1e-6, limit), limit),
+        offsets(limit),
+        st.integers(0, 255),
+    )
+    return parts.map(lambda p: _interpret(fmt, limit, *p))
+
+
+def _interpret(fmt: FloatFormat, limit: float, kind: str, a: float, b: float, p: int) -> ValueRecipe:
+    """The recipe of ``kind`` from the shared draws: magnitude ``a``, offset ``b``, integer ``p``."""
+    sign = -1.0 if math.copysign(1.0, b) < 0 else 1.0
     if kind in ("normal", "uniform"):
-        return ValueRecipe(kind, scale=draw(spread), offset=draw(offsets(limit)))
+        return ValueRecipe(kind, scale=a, offset=b)
     if kind == "constant":
-        return ValueRecipe(kind, scale=0.0, offset=draw(offsets(limit)))
+        return ValueRecipe(kind, scale=0.0, offset=b)
     if kind == "ties":
-        return ValueRecipe(kind, scale=draw(spread), offset=draw(offsets(limit)), count=draw(st.integers(2, 8)))
+        return ValueRecipe(kind, scale=a, offset=b, count=2 + p % 7)
     if kind == "dominant":
-        gap = draw(st.sampled_from((20.0, 100.0, 1e3, 1e4)))
-        return ValueRecipe(kind, scale=draw(spread), offset=draw(offsets(limit)), gap=min(gap, limit))
+        return ValueRecipe(kind, scale=a, offset=b, gap=min(_GAPS[p % len(_GAPS)], limit))
+    if kind == "outliers":
+        std, rate = _OUTLIER_STDS[p % 2], _OUTLIER_RATES[(p // 2) % 3]
+        return ValueRecipe(kind, scale=a, offset=b, gap=std, rate=rate)
     if kind == "cancellation":
-        offset = draw(signed(magnitudes(min(1e2, limit), limit / 2)))
-        # A spread of 2**j ulps of the offset: x - max is a difference of nearly equal numbers.
-        ulps = 2.0 ** draw(st.integers(0, 10))
-        return ValueRecipe(kind, scale=abs(offset) * fmt.eps * ulps, offset=offset)
+        # A large offset with a spread of 2**j ulps of it: x - max subtracts nearly equal numbers.
+        offset = sign * min(max(a, min(1e2, limit / 2)), limit / 2)
+        return ValueRecipe(kind, scale=abs(offset) * fmt.eps * 2.0 ** (p % 11), offset=offset)
     if kind == "near-max":
-        sign = -1.0 if draw(st.booleans()) else 1.0
-        fraction = 2.0 ** -draw(st.integers(1, 20))
-        return ValueRecipe(kind, scale=limit * fraction, offset=sign * limit)
+        return ValueRecipe(kind, scale=limit * 2.0 ** -(1 + p % 20), offset=sign * limit)
     if kind == "very-negative":
-        offset = -draw(magnitudes(-VERY_NEGATIVE_CEILING, limit))
-        return ValueRecipe(kind, scale=draw(magnitudes(min(1e-6, limit), limit)), offset=offset)
+        offset = -min(max(a, -VERY_NEGATIVE_CEILING), limit)
+        return ValueRecipe(kind, scale=abs(b) if b else 1.0, offset=offset)
     if kind == "full-range":
         return ValueRecipe(kind, scale=0.0)
-    if kind == "outliers":
-        return ValueRecipe(
-            kind,
-            scale=draw(spread),
-            offset=draw(offsets(limit)),
-            gap=draw(st.sampled_from((10.0, 100.0))),
-            rate=draw(st.sampled_from((0.001, 0.01, 0.1))),
-        )
     if kind == "subnormal-output":
-        # -ln(smallest subnormal): ~103 in float32, ~17 in float16; 5 % more puts some outputs below it.
-        width = -math.log(fmt.smallest_subnormal) * draw(st.sampled_from((1.05, 1.25)))
+        # -ln(smallest subnormal): ~103 in float32, ~17 in float16; 5-25 % more puts some outputs below it.
+        width = float(f"{-math.log(fmt.smallest_subnormal) * (1.05, 1.25)[p % 2]:.4g}")
         # The offset must stay small enough for the spread to be resolved in the dtype.
-        offset = draw(offsets(max(1.0, min(limit / 4, width / (16 * fmt.eps)))))
-        return ValueRecipe(kind, scale=float(f"{width:.4g}"), offset=offset)
+        bound = max(1.0, min(limit / 4, width / (16 * fmt.eps)))
+        return ValueRecipe(kind, scale=width, offset=sign * min(abs(b), bound) if b else 0.0)
     raise AssertionError(kind)

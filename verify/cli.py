@@ -3,7 +3,7 @@
 Exit codes: 0 no violation; 1 a violation (the shrunk counterexample is printed
 and saved, with the one command that replays it); 2 a problem before any
 verification (bad arguments, a target that cannot be loaded), explained in one
-paragraph, never a bare traceback.
+paragraph, never a bare traceback; 3 an internal error of the suite itself.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import os
 import sys
 from pathlib import Path
 
-EXIT_OK, EXIT_VIOLATION, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_VIOLATION, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
 
 class UsageError(Exception):
@@ -203,3 +203,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except Exception as e:  # a bug in flashverify itself, not a verdict on the target
+        import traceback
+
+        traceback.print_exc()
+        print(f"internal error in flashverify ({type(e).__name__}: {e}). This is a bug in the suite, not a "
+              "verdict on your kernel; please report it with the command line above.", file=sys.stderr)
+        return EXIT_INTERNAL

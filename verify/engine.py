@@ -99,7 +99,7 @@ def check_softmax_input(
     naive = 0.0
     if compare_naive:
         ref = reference.two_pass_softmax(x, compute_dtype=x.dtype)
-        naive = _naive_abs_max(ref, truth.probs, truth.row_status == oracle.ROW_FINITE)
+        naive = _naive_abs_max(ref, truth.probs, (truth.row_status == oracle.ROW_FINITE)[..., None])
     return CaseOutcome(ev, secs, osecs, naive, int(truth.fallback_rows.sum()), out)
 
 

@@ -24,9 +24,11 @@ How
    gamma_n = n u / (1 - n u) for sums and dot products of n terms.
 2. Each element's bound is compared with what the guarantee needs.  A row with
    any undecided element (heavy cancellation in an LSE, huge scores, float64
-   targets whose resolution float64 cannot reach, an output near a rounding
-   midpoint of T) is recomputed entirely by ``verify.mp_reference`` at ``prec``
-   bits.  Precision is never lowered to gain speed.
+   targets whose resolution float64 cannot reach) is recomputed entirely by
+   ``verify.mp_reference`` at ``prec`` bits.  Precision is never lowered to gain
+   speed.  Rounding to T is reported with a flag saying where it is certain
+   (``Certified.rounded``): within 1e-3 ULP of a midpoint either neighbour can be
+   the correctly rounded value, and no metric depends on which.
 """
 
 from __future__ import annotations
@@ -68,9 +70,15 @@ class Certified:
     lo: torch.Tensor
     bound: torch.Tensor
 
-    def rounded(self, fmt: str | FloatFormat) -> torch.Tensor:
-        """The exact value correctly rounded to ``fmt`` (float64 tensor holding fmt values)."""
-        return round_to_format(self.hi, fmt, self.lo)
+    def rounded(self, fmt: str | FloatFormat) -> tuple[torch.Tensor, torch.Tensor]:
+        """The exact value rounded to ``fmt`` (as float64), and where that rounding is certain.
+
+        Rounding is certain where the error bound does not reach a rounding
+        midpoint of ``fmt``; elsewhere the exact value is within ``bound`` of a
+        midpoint and either neighbour may be the correctly rounded one.
+        """
+        decided = distance_to_midpoint(self.hi + self.lo, fmt) > self.bound
+        return round_to_format(self.hi, fmt, self.lo), decided | ~torch.isfinite(self.hi)
 
 
 @dataclass(frozen=True)
@@ -126,18 +134,17 @@ def tree_sum(x: torch.Tensor) -> tuple[torch.Tensor, int]:
     return x[..., 0], levels
 
 
-def _resolution_ulp(value: torch.Tensor, bound: torch.Tensor, fmt: FloatFormat) -> torch.Tensor:
-    """The smallest ULP in ``fmt`` the exact value can have, given |exact - value| <= bound."""
-    return ulp((value.abs() - bound).clamp_min(0), fmt)
-
-
 def _needs_fallback_ulp(
     value: torch.Tensor, bound: torch.Tensor, fmt: FloatFormat, resolution: float
 ) -> torch.Tensor:
-    """Elements whose bound is too loose for ``resolution`` ULPs, or that may round either way."""
-    loose = bound > resolution * _resolution_ulp(value, bound, fmt)
-    ambiguous = distance_to_midpoint(value, fmt) <= bound
-    return loose | ambiguous | ~torch.isfinite(bound)
+    """Elements whose bound may exceed ``resolution`` ULPs of the exact value in ``fmt``.
+
+    Sufficient test, three operations: every x has ulp(x) > |x| 2**-p (normal and
+    subnormal alike), and |exact| >= |value| - bound; NaN bounds fail the test.
+    """
+    ok = bound <= resolution * 2.0 ** (-fmt.precision) * (value.abs() - bound)
+    ok |= bound <= resolution * fmt.smallest_subnormal
+    return ~ok
 
 
 def _mp_to_pair(x) -> tuple[float, float]:

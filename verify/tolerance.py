@@ -69,6 +69,11 @@ def _conversion(u_c: float, fin: FloatFormat, c: FloatFormat) -> float:
     return u_c if fin.precision > c.precision else 0.0
 
 
+def _weighted(p: torch.Tensor, rel: torch.Tensor) -> torch.Tensor:
+    """p * rel, with 0 where p == 0 (an exactly-zero weight carries no error even if rel overflowed)."""
+    return torch.where(p > 0, p * rel, torch.zeros_like(p))
+
+
 def _gamma(n: int, u: float) -> float:
     return n * u / (1 - n * u) if n * u < 1 else float("inf")
 
@@ -84,15 +89,18 @@ def softmax_tolerance_ulps(
     finite_row = (truth.row_status == 0)[..., None]
     xs = torch.where(finite_row, x64, torch.zeros_like(x64))
     m = xs.max(-1, keepdim=True).values
-    absd = torch.where(torch.isfinite(xs), (xs - m).abs(), torch.zeros_like(xs))
+    absd = (xs - m).abs()
+    absd = torch.where(torch.isfinite(absd), absd, torch.zeros_like(xs))
     p = torch.where(finite_row, truth.probs.hi, torch.zeros_like(xs))
-    conv = _conversion(u_c, get_format(x.dtype), c) * (xs.abs() + m.abs())
-    conv = torch.where(torch.isfinite(xs), conv, torch.zeros_like(conv))
+    conv = torch.zeros_like(xs)
+    if _conversion(u_c, get_format(x.dtype), c):
+        conv = u_c * (xs.abs() + m.abs())
+        conv = torch.where(torch.isfinite(conv), conv, torch.full_like(conv, float("inf")))
     rel_e = u_c * (2 * absd + 2 * model.exp_ulps) + conv
     n = x.shape[-1]
-    eps_S = (p * rel_e).sum(-1, keepdim=True) + _gamma(max(n - 1, 0), u_c)
+    eps_S = _weighted(p, rel_e).sum(-1, keepdim=True) + _gamma(max(n - 1, 0), u_c)
     rel_p = rel_e + eps_S + 2 * u_c
-    tol_abs = model.safety * (rel_p * p + 2 * c.smallest_normal) + ulp(p, fmt) / 2
+    tol_abs = model.safety * (_weighted(p, rel_p) + 2 * c.smallest_normal) + ulp(p, fmt) / 2
     tol = tol_abs / ulp(p, fmt)
     return torch.where(finite_row.expand_as(tol), tol, torch.full_like(tol, float("nan")))
 
@@ -108,13 +116,14 @@ def lse_tolerance_ulps(
     finite_row = truth.row_status == 0
     xs = torch.where(finite_row[..., None], x64, torch.zeros_like(x64))
     m = xs.max(-1).values
-    absd = torch.where(torch.isfinite(xs), (xs - m[..., None]).abs(), torch.zeros_like(xs))
+    absd = (xs - m[..., None]).abs()
+    absd = torch.where(torch.isfinite(absd), absd, torch.zeros_like(xs))
     p = torch.where(finite_row[..., None], truth.probs.hi, torch.zeros_like(xs))
     n = x.shape[-1]
-    eps_S = (p * u_c * (2 * absd + 2 * model.exp_ulps)).sum(-1) + _gamma(max(n - 1, 0), u_c)
+    eps_S = _weighted(p, u_c * (2 * absd + 2 * model.exp_ulps)).sum(-1) + _gamma(max(n - 1, 0), u_c)
     lse = torch.where(finite_row, truth.lse.hi, torch.zeros_like(m))
     log_s = lse - m
-    conv = _conversion(u_c, get_format(x.dtype), c) * m.abs()
+    conv = _conversion(u_c, get_format(x.dtype), c) * m.abs() if _conversion(u_c, get_format(x.dtype), c) else 0.0
     err = eps_S + 2 * model.exp_ulps * u_c * log_s.abs() + 2 * u_c * m.abs() + u_c * lse.abs() + conv
     tol = (model.safety * err + ulp(lse, fmt) / 2) / ulp(lse, fmt)
     return torch.where(finite_row, tol, torch.full_like(tol, float("nan")))
@@ -138,11 +147,11 @@ def attention_tolerance_units(
     p = truth.probs
     absd = torch.where(torch.isfinite(truth.shifted), truth.shifted.abs(), torch.zeros_like(p))
     rel = truth.abs_scores * (2 * u_dot_in + _gamma(D, u_c) + u_c) + u_c * (2 * absd + 2 * model.exp_ulps)
-    rel = torch.where(p > 0, rel, torch.zeros_like(rel))
-    eps_l = (p * rel).sum(-1, keepdim=True) + _gamma(Nk, u_c) + 2 * u_c * Nk
+    pr = _weighted(p, rel)
+    eps_l = pr.sum(-1, keepdim=True) + _gamma(Nk, u_c) + 2 * u_c * Nk
     u_p = fin.unit_roundoff if (model.probs_rounded_to_input and fin.precision < c.precision) else 0.0
     cond = truth.cond
-    weighted = (p * rel) @ vabs
+    weighted = pr @ vabs
     flush = (2 * c.smallest_normal + (fin.smallest_subnormal / 2 if u_p else 0.0)) * vabs.sum(-2, keepdim=True)
     num = weighted + cond * (eps_l + _gamma(Nk, u_c) + u_p + 2 * u_c) + flush
     denom = torch.clamp(fmt.unit_roundoff * cond, min=fmt.smallest_subnormal)

@@ -1,0 +1,125 @@
+"""Benchmark the Triton softmax against torch.softmax and a device-to-device copy.
+
+For rows x N inputs (N = 1024, 4096, 16384, 65536, 1M; rows chosen so every input
+holds the same number of elements, several times the L2), reports GB/s counted as
+bytes read + bytes written (one read of x, one write of y) over the median time of
+``triton.testing.do_bench``, next to ``torch.softmax`` and to ``y.copy_(x)`` on the same
+tensors measured in the same run: the copy is the bandwidth ceiling.
+
+    python bench/softmax.py --out results/softmax.json
+    python bench/softmax.py --dtypes fp32 --ns 65536 --sweep   # also time schedule variants
+
+Exits with status 0 and a message when no CUDA device is visible.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import platform
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch  # noqa: E402
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def sweep_variants(n: int, dtype_name: str):
+    """(label, softmax kwargs, TUNING overrides) schedule variants worth timing at row length n."""
+    variants = [("auto", {}, {})]
+    if n <= 16384:
+        variants += [(f"warps{w}", {}, {"rows_warps": w}) for w in (4, 8, 16)]
+        if n >= 4096:
+            variants.append(("stream4096x1", {"block_size": 4096, "num_chunks": 1}, {}))
+    else:
+        variants += [(f"chunks{nc}", {"num_chunks": nc}, {}) for nc in (1, 4, 16)]
+        variants += [(f"stream{bs}w{w}", {"block_size": bs}, {"stream_warps": w})
+                     for bs, w in ((2048, 4), (8192, 8), (8192, 16))]
+    if dtype_name == "fp32":
+        variants.append(("fast_exp", {}, {"precise_fp32": False}))
+    return variants
+
+
+def bench_case(dtype_name: str, n: int, total: int, sweep: bool, warmup: float, rep: float) -> list[dict]:
+    from triton.testing import do_bench
+
+    from kernels import triton_softmax
+    from kernels.triton_softmax import softmax
+
+    dtype = DTYPES[dtype_name]
+    rows = max(1, total // n)
+    x = torch.randn(rows, n, device="cuda", dtype=torch.float32).mul_(3).to(dtype)
+    y = torch.empty_like(x)
+    nbytes = 2 * x.numel() * x.element_size()
+    out = []
+
+    def record(name, fn, check=None):
+        ms = do_bench(fn, warmup=warmup, rep=rep, return_mode="median")
+        r = {"dtype": dtype_name, "N": n, "rows": rows, "impl": name, "ms": ms, "GBps": nbytes / (ms * 1e-3) / 1e9}
+        if check is not None:
+            r["max_abs_diff_vs_torch"] = check
+        out.append(r)
+        return r
+
+    copy = record("copy", lambda: y.copy_(x))
+    ref = torch.softmax(x.float()[:64], dim=-1)
+    tor = record("torch.softmax", lambda: torch.softmax(x, dim=-1))
+    variants = sweep_variants(n, dtype_name) if sweep else [("auto", {}, {})]
+    defaults = dict(triton_softmax.TUNING)
+    for label, kw, tuning in variants:
+        triton_softmax.TUNING.update(tuning)
+        try:
+            got = softmax(x[:64], **kw).float()
+            diff = float((got - ref.to(dtype).float()).abs().max())
+            name = "ours" if label == "auto" else f"ours[{label}]"
+            record(name, lambda kw=kw: softmax(x, **kw), diff)
+        finally:
+            triton_softmax.TUNING.update(defaults)
+    for r in out:
+        r["of_copy"] = r["GBps"] / copy["GBps"]
+        r["over_torch"] = tor["ms"] / r["ms"]
+        print(f"{dtype_name:>5} N={n:<8} rows={rows:<7} {r['impl']:<22} {r['ms']:8.3f} ms {r['GBps']:8.0f} GB/s "
+              f"{100 * r['of_copy']:5.1f}% of copy  {r['over_torch']:5.2f}x torch"
+              + (f"  diff {r['max_abs_diff_vs_torch']:.1e}" if "max_abs_diff_vs_torch" in r else ""), flush=True)
+    del x, y
+    torch.cuda.empty_cache()
+    return out
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", type=Path, help="write results as JSON here")
+    p.add_argument("--dtypes", default="fp32,bf16")
+    p.add_argument("--ns", default="1024,4096,16384,65536,1048576")
+    p.add_argument("--elements", type=int, default=1 << 26, help="elements per input (rows = elements // N)")
+    p.add_argument("--sweep", action="store_true", help="also time schedule variants")
+    p.add_argument("--warmup", type=float, default=25.0, help="do_bench warm-up, ms")
+    p.add_argument("--rep", type=float, default=100.0, help="do_bench measuring time, ms")
+    args = p.parse_args(argv)
+
+    if not torch.cuda.is_available():
+        print("bench/softmax.py: no CUDA device visible; nothing to measure.", file=sys.stderr)
+        return 0
+    import triton
+
+    env = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+           "device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
+           "cuda": torch.version.cuda, "python": platform.python_version(), "argv": sys.argv}
+    print(f"# {env['device']}  torch {env['torch']}  triton {env['triton']}  {env['date']}", flush=True)
+    rows = []
+    for dtype_name in args.dtypes.split(","):
+        for n in (int(s) for s in args.ns.split(",")):
+            rows += bench_case(dtype_name, n, args.elements, args.sweep, args.warmup, args.rep)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps({"environment": env, "results": rows}, indent=1))
+        print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

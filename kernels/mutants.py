@@ -1,0 +1,253 @@
+"""Deliberately broken kernels: each reproduces a bug class reported in a public tracker.
+
+A verification suite is only as good as the bugs it catches.  Every mutant
+here is one correct algorithm (``_streaming_softmax`` or ``_streaming_attention``
+below, written the way real kernels are: key blocks, running statistics,
+padding of ragged tails) with exactly one switch flipped.  ``python -m verify
+mutants`` and ``tests/test_mutants.py`` assert the suite kills all of them,
+while the same code with no switch flipped (the controls) passes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+from kernels.registry import Target, register
+from verify.capabilities import Capabilities
+
+BLOCK = 16  # key block: small, so ragged tails and multi-block rows appear at CPU sizes
+
+
+@dataclass(frozen=True)
+class Bug:
+    """Switches of the two streaming algorithms; the defaults are the correct algorithm."""
+
+    rescale_l: bool = True  # multiply l by exp(m_old - m_new) when the max grows
+    rescale_acc: bool = True
+    guard_inf: bool = True  # use shift 0 while the running max is still -inf
+    pad_value: float = -math.inf  # value of padding lanes past a ragged tail
+    sentinel: float | None = None  # replace -inf masking by this finite value
+    stats_dtype: torch.dtype | None = None  # dtype l (and acc) are stored in between blocks
+    truncate_bf16: bool = False  # float32 -> bfloat16 by dropping bits instead of rounding
+    shift_by_max: bool = True  # subtract the running max before exp
+    propagate_nan: bool = True  # rows holding NaN / +inf come out NaN
+    assume_contiguous: bool = False  # read the input's storage as if it were contiguous
+    causal_offset: int = 0  # visible iff j <= i + offset (bottom-right alignment uses Nk - Nq)
+    causal_bottom_right: bool = False
+    gqa_modulo: bool = False  # kv head = h % Hkv instead of h // (Hq / Hkv)
+    scale_twice: bool = False
+    mask_by_multiply: bool = False  # apply the mask by zeroing probabilities (0 * NaN leaks)
+    probs_dtype_narrow: bool = True  # P rounded to the input dtype before P V (FlashAttention)
+    drop_tail_block: bool = False  # forget the last partial key block
+
+
+def _truncate_to_bf16(x: Tensor) -> Tensor:
+    bits = x.to(torch.float32).view(torch.int32) & ~0xFFFF
+    return bits.view(torch.float32).to(torch.bfloat16)
+
+
+def _to_output(x: Tensor, dtype: torch.dtype, bug: Bug) -> Tensor:
+    if bug.truncate_bf16 and dtype == torch.bfloat16:
+        return _truncate_to_bf16(x)
+    return x.to(dtype)
+
+
+def _store(x: Tensor, bug: Bug) -> Tensor:
+    """Round a running statistic to the dtype it is (wrongly) stored in between blocks."""
+    return x if bug.stats_dtype is None else x.to(bug.stats_dtype).to(x.dtype)
+
+
+def _streaming_softmax(x: Tensor, bug: Bug, block: int = BLOCK) -> Tensor:
+    """Online softmax over blocks (running m, l), then a normalize pass; float32 statistics."""
+    n = x.shape[-1]
+    xs = x
+    if bug.assume_contiguous and not x.is_contiguous():
+        xs = torch.as_strided(x, x.shape, torch.empty(x.shape, device="meta").stride(), x.storage_offset())
+    work = xs.to(torch.float32 if x.dtype != torch.float64 else torch.float64)
+    bad_row = torch.isnan(work).any(-1, keepdim=True) | (work == math.inf).any(-1, keepdim=True)
+    if bug.sentinel is not None:
+        work = work.masked_fill(work == -math.inf, bug.sentinel)
+    pad = (-n) % block
+    padded = torch.nn.functional.pad(work, (0, pad), value=bug.pad_value)
+    m = torch.full(work.shape[:-1], -math.inf, dtype=work.dtype, device=x.device)
+    l = torch.zeros_like(m)
+    for start in range(0, n + pad, block):
+        blk = padded[..., start:start + block]
+        m_new = torch.maximum(m, blk.amax(-1))
+        shift = m_new
+        if bug.guard_inf:
+            shift = torch.where(m_new == -math.inf, torch.zeros_like(m_new), m_new)
+        if not bug.shift_by_max:
+            shift = torch.zeros_like(m_new)
+        alpha = torch.exp(m - shift) if bug.rescale_l else torch.ones_like(m)
+        l = _store(l * alpha + torch.exp(blk - shift[..., None]).sum(-1), bug)
+        m = m_new
+    shift = torch.where(m == -math.inf, torch.zeros_like(m), m) if bug.guard_inf else m
+    if not bug.shift_by_max:
+        shift = torch.zeros_like(m)
+    p = torch.exp(work - shift[..., None]) / l[..., None]
+    if bug.guard_inf:
+        p = torch.where((l == 0)[..., None], torch.zeros_like(p), p)
+    if bug.propagate_nan:
+        p = torch.where(bad_row, torch.full_like(p, math.nan), p)
+    else:
+        p = torch.nan_to_num(p, nan=0.0)
+    return _to_output(p, x.dtype, bug)
+
+
+def _visible(nq: int, nk: int, causal: bool, mask: Tensor | None, bug: Bug, device) -> Tensor | None:
+    vis = None
+    if causal:
+        offset = bug.causal_offset + (nk - nq if bug.causal_bottom_right else 0)
+        i = torch.arange(nq, device=device)[:, None]
+        j = torch.arange(nk, device=device)[None, :]
+        vis = j <= i + offset
+    if mask is not None:
+        vis = mask if vis is None else (vis & mask)
+    return vis
+
+
+def _streaming_attention(q: Tensor, k: Tensor, v: Tensor, *, scale: float, causal: bool = False,
+                         mask: Tensor | None = None, bug: Bug = Bug(), block: int = BLOCK) -> Tensor:
+    """FlashAttention forward in torch: key blocks, running m / l / acc in float32."""
+    B, Hq, Nq, D = q.shape
+    Hkv, Nk = k.shape[1], k.shape[2]
+    group = Hq // Hkv
+    heads = torch.arange(Hq, device=q.device)
+    heads = heads % Hkv if bug.gqa_modulo else heads // group
+    work = torch.float64 if q.dtype == torch.float64 else torch.float32
+    qc, kc, vc = q.to(work), k[:, heads].to(work), v[:, heads].to(work)
+    s_scale = scale * scale if bug.scale_twice else scale
+    vis = _visible(Nq, Nk, causal, mask, bug, q.device)
+    if vis is not None:
+        vis = vis.expand(B, Hq, Nq, Nk)
+    m = torch.full((B, Hq, Nq), -math.inf, dtype=work, device=q.device)
+    l = torch.zeros_like(m)
+    acc = torch.zeros((B, Hq, Nq, v.shape[-1]), dtype=work, device=q.device)
+    narrow = q.dtype in (torch.float16, torch.bfloat16) and bug.probs_dtype_narrow
+    stop_at = Nk - (Nk % block) if bug.drop_tail_block and Nk % block and Nk > block else Nk
+    for start in range(0, stop_at, block):
+        end = min(start + block, stop_at)
+        s = (qc @ kc[:, :, start:end].transpose(-1, -2)) * s_scale
+        blk_vis = None if vis is None else vis[..., start:end]
+        if blk_vis is not None and not bug.mask_by_multiply:
+            fill = -math.inf if bug.sentinel is None else bug.sentinel
+            s = s.masked_fill(~blk_vis, fill)
+        m_new = torch.maximum(m, s.amax(-1))
+        shift = torch.where(m_new == -math.inf, torch.zeros_like(m_new), m_new) if bug.guard_inf else m_new
+        alpha = torch.exp(m - shift)
+        p = torch.exp(s - shift[..., None])
+        if blk_vis is not None and bug.mask_by_multiply:
+            p = p * blk_vis
+        l = _store(l * (alpha if bug.rescale_l else 1.0) + p.sum(-1), bug)
+        pv = (p.to(q.dtype).to(work) if narrow else p) @ vc[:, :, start:end]
+        acc = _store(acc * (alpha[..., None] if bug.rescale_acc else 1.0) + pv, bug)
+        m = m_new
+    out = acc / l[..., None]
+    if bug.guard_inf:
+        out = torch.where((l == 0)[..., None], torch.zeros_like(out), out)
+    return _to_output(out, q.dtype, bug)
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    op: str
+    description: str
+    bug_class: str
+    reference: str
+    fn: Callable
+    caps: Capabilities = field(default_factory=Capabilities)
+    form: str = "torch"
+
+
+def _softmax(bug: Bug) -> Callable[[Tensor], Tensor]:
+    return lambda x: _streaming_softmax(x, bug)
+
+
+def _attention(bug: Bug) -> Callable[..., Tensor]:
+    return lambda q, k, v, *, scale, causal=False, mask=None: _streaming_attention(
+        q, k, v, scale=scale, causal=causal, mask=mask, bug=bug)
+
+
+CPU = ("cpu", "cuda")
+LOW = ("float16", "bfloat16")
+STD = ("float16", "bfloat16", "float32")
+
+MUTANTS: list[Mutant] = [
+    Mutant("softmax-no-rescale-l", "softmax", "running sum l not rescaled when the running max grows",
+           "online-softmax rescale", "https://arxiv.org/abs/1805.02867",
+           _softmax(Bug(rescale_l=False)), Capabilities(dtypes=STD, devices=CPU)),
+    Mutant("softmax-inf-minus-inf", "softmax", "exp(-inf - (-inf)) = NaN after a fully masked leading block",
+           "NaN from -inf rescale", "https://github.com/flashinfer-ai/flashinfer/pull/4401",
+           _softmax(Bug(guard_inf=False)), Capabilities(dtypes=STD, devices=CPU)),
+    Mutant("softmax-tail-pad-zero", "softmax", "ragged tail padded with 0 instead of -inf",
+           "ragged tail", "https://github.com/jax-ml/jax/issues/27224",
+           _softmax(Bug(pad_value=0.0)), Capabilities(dtypes=STD, devices=CPU)),
+    Mutant("softmax-finite-sentinel", "softmax", "-inf logits replaced by a finite sentinel -5e4",
+           "finite mask sentinel", "https://github.com/flashinfer-ai/flashinfer/issues/4267",
+           _softmax(Bug(sentinel=-5e4)), Capabilities(dtypes=STD, devices=CPU)),
+    Mutant("softmax-sum-low-precision", "softmax", "row sum l kept in the input dtype (fp16/bf16) between blocks",
+           "low-precision accumulation", "https://github.com/flashinfer-ai/flashinfer/pull/5166",
+           lambda x: _streaming_softmax(x, Bug(stats_dtype=x.dtype)), Capabilities(dtypes=LOW, devices=CPU)),
+    Mutant("softmax-bf16-truncation", "softmax", "float32 -> bfloat16 output by truncation, not round-to-nearest-even",
+           "rounding mode", "https://github.com/triton-lang/triton/issues/11584",
+           _softmax(Bug(truncate_bf16=True)), Capabilities(dtypes=("bfloat16",), devices=CPU)),
+    Mutant("softmax-no-max-shift", "softmax", "exp(x) without subtracting the row max: overflow for large logits",
+           "overflow", "https://github.com/pytorch/pytorch/issues/119131",
+           _softmax(Bug(shift_by_max=False)), Capabilities(dtypes=STD, devices=CPU)),
+    Mutant("softmax-nan-swallowed", "softmax", "NaN rows turned into zeros instead of propagating",
+           "NaN propagation", "https://github.com/pytorch/pytorch/issues/101967",
+           _softmax(Bug(propagate_nan=False)), Capabilities(dtypes=STD, devices=CPU)),
+    Mutant("softmax-ignores-strides", "softmax", "non-contiguous input read as if contiguous",
+           "strides", "https://github.com/pytorch/pytorch/issues/146377",
+           _softmax(Bug(assume_contiguous=True)), Capabilities(dtypes=STD, devices=("cpu",))),
+    Mutant("attention-no-rescale-acc", "attention", "accumulator not rescaled when the running max grows",
+           "online-softmax rescale", "https://arxiv.org/abs/2205.14135",
+           _attention(Bug(rescale_acc=False)), Capabilities(dtypes=STD, devices=CPU)),
+    Mutant("attention-inf-minus-inf", "attention", "no guard for exp(-inf - (-inf)) in the rescale of a fully masked block",
+           "NaN from -inf rescale", "https://github.com/flashinfer-ai/flashinfer/issues/4451",
+           _attention(Bug(guard_inf=False)), Capabilities(dtypes=STD, devices=CPU)),
+    Mutant("attention-finite-sentinel", "attention", "masking with a finite -1e4 instead of -inf",
+           "finite mask sentinel", "https://github.com/flashinfer-ai/flashinfer/issues/4267",
+           _attention(Bug(sentinel=-1e4)), Capabilities(dtypes=STD, devices=CPU)),
+    Mutant("attention-causal-bottom-right", "attention", "causal mask aligned bottom-right when Nq != Nk",
+           "causal alignment", "https://github.com/Dao-AILab/flash-attention/issues/1778",
+           _attention(Bug(causal_bottom_right=True)), Capabilities(dtypes=STD, devices=CPU)),
+    Mutant("attention-causal-off-by-one", "attention", "causal mask j < i instead of j <= i",
+           "causal off by one", "https://github.com/Dao-AILab/flash-attention/issues/517",
+           _attention(Bug(causal_offset=-1)), Capabilities(dtypes=STD, devices=CPU)),
+    Mutant("attention-gqa-modulo", "attention", "GQA maps query head h to kv head h % Hkv",
+           "GQA head mapping", "https://github.com/pytorch/pytorch/pull/133495",
+           _attention(Bug(gqa_modulo=True)), Capabilities(dtypes=STD, devices=CPU)),
+    Mutant("attention-scale-twice", "attention", "softmax scale applied twice",
+           "scale", "https://github.com/NVIDIA/Megatron-LM/pull/848",
+           _attention(Bug(scale_twice=True)), Capabilities(dtypes=STD, devices=CPU)),
+    Mutant("attention-acc-low-precision", "attention", "accumulator kept in the input dtype (bf16/fp16) between key blocks",
+           "low-precision accumulation", "https://github.com/flashinfer-ai/flashinfer/issues/5107",
+           lambda q, k, v, *, scale, causal=False, mask=None: _streaming_attention(
+               q, k, v, scale=scale, causal=causal, mask=mask, bug=Bug(stats_dtype=q.dtype)),
+           Capabilities(dtypes=LOW, devices=CPU)),
+    Mutant("attention-mask-by-multiply", "attention", "mask applied by zeroing probabilities: a NaN in a masked key leaks",
+           "NaN leak from masked inputs", "https://github.com/pytorch/pytorch/issues/101967",
+           _attention(Bug(mask_by_multiply=True)), Capabilities(dtypes=STD, devices=CPU)),
+    Mutant("attention-drops-tail-block", "attention", "the last partial key block is skipped",
+           "ragged tail", "https://github.com/jax-ml/jax/issues/27224",
+           _attention(Bug(drop_tail_block=True)), Capabilities(dtypes=STD, devices=CPU)),
+]
+
+CONTROLS: list[Mutant] = [
+    Mutant("control-streaming-softmax", "softmax", "the mutants' softmax with no bug", "control", "",
+           _softmax(Bug()), Capabilities(dtypes=STD, devices=CPU)),
+    Mutant("control-streaming-attention", "attention", "the mutants' attention with no bug", "control", "",
+           _attention(Bug()), Capabilities(dtypes=STD, devices=CPU)),
+]
+
+for _m in MUTANTS + CONTROLS:
+    register(Target(_m.name, _m.op, _m.fn, _m.caps, _m.description,
+                    kind="control" if _m.bug_class == "control" else "mutant"))

@@ -1,0 +1,397 @@
+"""FlashAttention forward pass in Triton.
+
+One program owns ``BLOCK_M`` query rows of one (batch, head) and walks the keys in
+blocks of ``BLOCK_N``, keeping for each row the running maximum ``m``, running sum
+``l`` and unnormalized output ``acc`` in float32 (the online softmax).  The
+``Nq x Nk`` score matrix only ever exists one tile at a time, on chip.
+
+Key blocks are visited in two stages: blocks that every row of the program may
+fully see take a path with no per-element masking; the rest (the ragged tail of
+``Nk`` and, when causal, the blocks crossing the diagonal) are masked with
+``-inf``.  Under ``causal`` the blocks right of the diagonal are never visited.
+
+Scores are kept in base-2 units (``scale * log2(e)`` folded into one multiply) so
+the exponentials are plain ``exp2``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import triton
+import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
+
+from kernels.triton_support import LN2, check_device, check_dtype, interpreting, safe_max
+
+__all__ = ["attention", "attention_fp32_ieee", "attention_fp32_tf32", "AUTOTUNE_CONFIGS"]
+
+
+@triton.jit
+def _load_block(X, base, b, h, start, rows, n_rows, stride_row, stride_d, offs_d,
+                BLOCK_ROWS: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
+                CHECK_ROWS: tl.constexpr, USE_TMA: tl.constexpr):
+    """Rows [start, start + BLOCK_ROWS) of one head, zero past the end and past HEAD_DIM.
+
+    Zero padding adds nothing to either product.  With TMA the copy engine clips and
+    zero-fills by itself; with pointers the masks do it (skipped where known in range).
+    """
+    if USE_TMA:
+        t = X.load([b, h, start, 0]).reshape(BLOCK_ROWS, BLOCK_D)
+    else:
+        ptrs = X + base + rows[:, None] * stride_row + offs_d[None, :] * stride_d
+        if CHECK_ROWS:
+            if BLOCK_D == HEAD_DIM:
+                t = tl.load(ptrs, mask=(rows < n_rows)[:, None], other=0.0)
+            else:
+                t = tl.load(ptrs, mask=(rows < n_rows)[:, None] & (offs_d < HEAD_DIM)[None, :], other=0.0)
+        else:
+            if BLOCK_D == HEAD_DIM:
+                t = tl.load(ptrs)
+            else:
+                t = tl.load(ptrs, mask=(offs_d < HEAD_DIM)[None, :], other=0.0)
+    return t
+
+
+@triton.jit
+def _attn_blocks(
+    acc, l_i, m_i, q, K, V, k_base, v_base, mask_rows, b, h_kv,
+    stride_kn, stride_kd, stride_vn, stride_vd, stride_mn,
+    lo, hi, n_q, n_k, qk_scale, offs_m, offs_n, offs_d,
+    BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
+    MASKED: tl.constexpr, CAUSAL: tl.constexpr, HAS_MASK: tl.constexpr,
+    DOT_PRECISION: tl.constexpr, USE_TMA: tl.constexpr,
+):
+    """Fold key blocks [lo, hi) into the running (acc, l, m) of one query block."""
+    for start_n in range(lo, hi, BLOCK_N):
+        cols = start_n + offs_n
+        k = _load_block(K, k_base, b, h_kv, start_n, cols, n_k, stride_kn, stride_kd, offs_d,
+                        BLOCK_N, HEAD_DIM, BLOCK_D, MASKED, USE_TMA)
+        s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale
+        if MASKED:
+            visible = (cols < n_k)[None, :]
+            if CAUSAL:
+                visible = visible & (cols[None, :] <= offs_m[:, None])
+            s = tl.where(visible, s, float("-inf"))
+        if HAS_MASK:
+            in_range = (offs_m < n_q)[:, None] & (cols < n_k)[None, :]
+            allowed = tl.load(mask_rows + cols[None, :] * stride_mn, mask=in_range, other=0)
+            s = tl.where(allowed != 0, s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, axis=1))
+        # A row with nothing visible yet has m_new = -inf; shifting it by 0 keeps
+        # p = exp2(-inf) = 0 and alpha = exp2(-inf) = 0, never exp2(-inf + inf) = NaN.
+        shift = safe_max(m_new)
+        p = tl.math.exp2(s - shift[:, None])
+        alpha = tl.math.exp2(m_i - shift)
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        v = _load_block(V, v_base, b, h_kv, start_n, cols, n_k, stride_vn, stride_vd, offs_d,
+                        BLOCK_N, HEAD_DIM, BLOCK_D, MASKED, USE_TMA)
+        # P is rounded to the input type before P @ V, as FlashAttention does.
+        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None], input_precision=DOT_PRECISION)
+        m_i = m_new
+    return acc, l_i, m_i
+
+
+@triton.jit
+def _attn_fwd_kernel(
+    Q, K, V, MASK, OUT, LSE, qk_scale,
+    stride_qb, stride_qh, stride_qm, stride_qd,
+    stride_kb, stride_kh, stride_kn, stride_kd,
+    stride_vb, stride_vh, stride_vn, stride_vd,
+    stride_mb, stride_mh, stride_mm, stride_mn,
+    stride_ob, stride_oh, stride_om, stride_od,
+    n_heads, group, n_q, n_k,
+    TUNE_N, TUNE_DTYPE,  # autotuning key only: a length bucket and the element type
+    HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, HAS_MASK: tl.constexpr, WRITE_LSE: tl.constexpr,
+    DOT_PRECISION: tl.constexpr, USE_TMA: tl.constexpr, BLOCK_D: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+):
+    pid_m = tl.program_id(0)
+    if CAUSAL:
+        # Later query blocks see more keys: launch them first so the short ones fill the tail.
+        pid_m = tl.num_programs(0) - 1 - pid_m
+    bh = tl.program_id(1)
+    b = bh // n_heads
+    h = bh % n_heads
+    h_kv = h // group
+    # 64-bit head offsets: B * H * N * D can pass 2**31 elements.
+    q_base = b.to(tl.int64) * stride_qb + h.to(tl.int64) * stride_qh
+    k_base = b.to(tl.int64) * stride_kb + h_kv.to(tl.int64) * stride_kh
+    v_base = b.to(tl.int64) * stride_vb + h_kv.to(tl.int64) * stride_vh
+    o_base = b.to(tl.int64) * stride_ob + h.to(tl.int64) * stride_oh
+
+    start_m = pid_m * BLOCK_M
+    offs_m = start_m + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, BLOCK_D)
+    mask_rows = MASK + b.to(tl.int64) * stride_mb + h.to(tl.int64) * stride_mh + offs_m[:, None] * stride_mm
+
+    q = _load_block(Q, q_base, b, h, start_m, offs_m, n_q, stride_qm, stride_qd, offs_d,
+                    BLOCK_M, HEAD_DIM, BLOCK_D, True, USE_TMA)
+    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
+
+    # Key j is visible to query i iff j < n_k and (not causal or j <= i).
+    if CAUSAL:
+        hi = tl.minimum(start_m + BLOCK_M, n_k)
+        # Blocks ending at or before start_m + 1 are visible to every row of this program.
+        full = (tl.minimum(start_m + 1, n_k) // BLOCK_N) * BLOCK_N
+    else:
+        hi = n_k
+        full = (n_k // BLOCK_N) * BLOCK_N
+    acc, l_i, m_i = _attn_blocks(
+        acc, l_i, m_i, q, K, V, k_base, v_base, mask_rows, b, h_kv,
+        stride_kn, stride_kd, stride_vn, stride_vd, stride_mn,
+        0, full, n_q, n_k, qk_scale, offs_m, offs_n, offs_d,
+        BLOCK_N, HEAD_DIM, BLOCK_D, False, CAUSAL, HAS_MASK, DOT_PRECISION, USE_TMA,
+    )
+    acc, l_i, m_i = _attn_blocks(
+        acc, l_i, m_i, q, K, V, k_base, v_base, mask_rows, b, h_kv,
+        stride_kn, stride_kd, stride_vn, stride_vd, stride_mn,
+        full, hi, n_q, n_k, qk_scale, offs_m, offs_n, offs_d,
+        BLOCK_N, HEAD_DIM, BLOCK_D, True, CAUSAL, HAS_MASK, DOT_PRECISION, USE_TMA,
+    )
+
+    # l == 0 exactly when a row saw no key (acc is then 0): output 0, LSE -inf.
+    empty = l_i == 0.0
+    out = acc / tl.where(empty, 1.0, l_i)[:, None]
+    if USE_TMA:
+        OUT.store([b, h, start_m, 0], out.to(OUT.dtype).reshape(1, 1, BLOCK_M, BLOCK_D))
+    else:
+        o_ptrs = OUT + o_base + offs_m[:, None] * stride_om + offs_d[None, :] * stride_od
+        if BLOCK_D == HEAD_DIM:
+            o_mask = (offs_m < n_q)[:, None]
+        else:
+            o_mask = (offs_m < n_q)[:, None] & (offs_d < HEAD_DIM)[None, :]
+        tl.store(o_ptrs, out.to(OUT.dtype.element_ty), mask=o_mask)
+    if WRITE_LSE:
+        lse = tl.where(empty, float("-inf"), (m_i + tl.math.log2(l_i)) * LN2)
+        tl.store(LSE + bh.to(tl.int64) * n_q + offs_m, lse, mask=offs_m < n_q)
+
+
+def _descriptor_block_shapes(nargs) -> None:
+    # TMA descriptors carry their box shape, which depends on the tiling being launched.
+    if isinstance(nargs["Q"], TensorDescriptor):
+        bm, bn, bd = nargs["BLOCK_M"], nargs["BLOCK_N"], nargs["BLOCK_D"]
+        nargs["Q"].block_shape = [1, 1, bm, bd]
+        nargs["OUT"].block_shape = [1, 1, bm, bd]
+        nargs["K"].block_shape = [1, 1, bn, bd]
+        nargs["V"].block_shape = [1, 1, bn, bd]
+
+
+def _config(bm: int, bn: int, warps: int, stages: int) -> triton.Config:
+    return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=warps, num_stages=stages,
+                         pre_hook=_descriptor_block_shapes)
+
+
+#: Candidate tilings by (kind, padded head dim), kind one of "16bit", "tf32", "ieee".  Few on
+#: purpose: each is compiled and timed once per (dtype, head dim, causal, mask, length bucket).
+#: IEEE float32 products run on FMA units whose operand tiles live in registers, hence the
+#: small tiles there.
+AUTOTUNE_CONFIGS: dict[tuple[str, int], list[triton.Config]] = {
+    ("16bit", 16): [_config(128, 64, 4, 3), _config(64, 64, 4, 3)],
+    ("16bit", 32): [_config(128, 64, 4, 3), _config(64, 64, 4, 3)],
+    ("16bit", 64): [_config(128, 64, 4, 3), _config(128, 128, 8, 3), _config(64, 64, 4, 3)],
+    ("16bit", 128): [_config(128, 64, 8, 3), _config(128, 128, 8, 2), _config(64, 64, 4, 3)],
+    ("16bit", 256): [_config(128, 64, 8, 2), _config(64, 64, 4, 2), _config(64, 32, 4, 2)],
+    ("tf32", 16): [_config(64, 64, 4, 3), _config(64, 32, 4, 3)],
+    ("tf32", 32): [_config(64, 64, 4, 3), _config(64, 32, 4, 3)],
+    ("tf32", 64): [_config(64, 64, 4, 3), _config(64, 32, 4, 3)],
+    ("tf32", 128): [_config(64, 64, 4, 2), _config(64, 32, 4, 2)],
+    ("tf32", 256): [_config(64, 32, 4, 2), _config(32, 32, 4, 2)],
+    ("ieee", 16): [_config(32, 32, 4, 2)],
+    ("ieee", 32): [_config(32, 32, 4, 2)],
+    ("ieee", 64): [_config(32, 32, 4, 2)],
+    ("ieee", 128): [_config(32, 16, 4, 2)],
+    ("ieee", 256): [_config(32, 16, 8, 1)],
+}
+
+
+def _tiling(c: triton.Config) -> tuple[int, int, int, int]:
+    return c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps, c.num_stages
+
+
+_ALL_CONFIGS = list({_tiling(c): c for cs in AUTOTUNE_CONFIGS.values() for c in cs}.values())
+
+
+def _kind(dtype_id: int, precision: str) -> str:
+    return "16bit" if dtype_id < 2 else precision
+
+
+def _prune(configs, named_args, **kwargs):
+    # Only the candidates listed for this kind and head dim are compiled and timed.
+    key = (_kind(named_args["TUNE_DTYPE"], kwargs["DOT_PRECISION"]), kwargs["BLOCK_D"])
+    wanted = {_tiling(c) for c in AUTOTUNE_CONFIGS[key]}
+    return [c for c in configs if _tiling(c) in wanted]
+
+
+_attn_fwd_tuned = triton.autotune(
+    configs=_ALL_CONFIGS,
+    key=["TUNE_N", "TUNE_DTYPE", "HEAD_DIM", "CAUSAL", "HAS_MASK", "WRITE_LSE", "DOT_PRECISION", "USE_TMA"],
+    prune_configs_by={"early_config_prune": _prune},
+)(_attn_fwd_kernel)
+
+_DTYPE_ID = {torch.float16: 0, torch.bfloat16: 1, torch.float32: 2}
+
+
+def _block_d(head_dim: int) -> int:
+    return max(16, triton.next_power_of_2(head_dim))  # tl.dot needs K >= 16
+
+
+def _tma_ok(*tensors: torch.Tensor) -> bool:
+    """Whether the copy engine can address these 4-D tensors (Hopper or later, aligned)."""
+    t0 = tensors[0]
+    if t0.device.type != "cuda" or torch.cuda.get_device_capability(t0.device)[0] < 9:
+        return False
+    for t in tensors:
+        elem = t.element_size()
+        if t.stride(-1) != 1 or t.data_ptr() % 16 or any((st * elem) % 16 for st in t.stride()[:-1]):
+            return False
+    return True
+
+
+def _descriptor(t: torch.Tensor, rows: int, block_d: int) -> TensorDescriptor:
+    return TensorDescriptor(t, list(t.shape), list(t.stride()), [1, 1, rows, block_d])
+
+
+def attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    scale: float,
+    causal: bool = False,
+    mask: torch.Tensor | None = None,
+    return_lse: bool = False,
+    allow_tf32: bool | None = None,
+    config: dict | None = None,
+    use_tma: bool | None = None,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """Scaled dot-product attention forward: ``O = softmax(scale * Q K^T) V`` over visible keys.
+
+    For query ``i`` of head ``h``, ``O[b, h, i] = sum_j P[i, j] V[b, g(h), j]`` with
+    ``P[i, :] = softmax_j(scale * <Q[b, h, i], K[b, g(h), j]>)`` over the keys ``j`` that
+    are visible, where ``g(h) = h // (Hq // Hkv)`` (grouped-query attention) and key ``j``
+    is visible iff ``mask[b, h, i, j]`` (when given) and ``j <= i`` (when ``causal``; top-left
+    aligned, as ``torch.nn.functional.scaled_dot_product_attention(is_causal=True)``, also for
+    ``Nq != Nk``).  ``P`` is computed with float32 statistics and rounded to the input dtype
+    before the ``P V`` product (fp16/bf16); all products accumulate in float32.
+
+    A query row with no visible key gets output exactly 0 and LSE ``-inf`` (never NaN).
+    NaN or infinite inputs propagate to the rows whose visible keys they reach; a NaN or
+    infinite K or V row may also reach rows that do not see it but share its key block
+    (``0 * inf`` inside the ``P V`` product), as in other fused kernels.
+
+    Args:
+        q: ``(B, Hq, Nq, D)``; k, v: ``(B, Hkv, Nk, D)``; one dtype among float16, bfloat16,
+            float32; any strides; ``Nq, Nk >= 1``; ``Hq % Hkv == 0``; any ``D >= 1``.
+        scale: multiplier of the scores, any finite float (negative too).
+        causal: hide keys ``j > i``.
+        mask: boolean, broadcastable to ``(B, Hq, Nq, Nk)``; True = attend.  Broadcast
+            dimensions are read with stride 0, never materialized.
+        return_lse: also return ``LSE[b, h, i] = log sum_j exp(scale * <q_i, k_j>)`` over the
+            visible keys, float32 ``(B, Hq, Nq)``.
+        allow_tf32: float32 inputs only: True multiplies in TF32 on tensor cores, False
+            (default, also for None) in full IEEE float32.  Ignored for 16-bit inputs.
+        config: fixed tiling ``{"BLOCK_M", "BLOCK_N", "num_warps", "num_stages"}`` instead of
+            autotuning (the interpreter always uses a fixed tiling, 16 x 16 by default).
+        use_tma: load Q, K, V and store O through TMA tensor descriptors (default: on Hopper
+            and later when every stride but the last is 16-byte aligned); False forces
+            pointer loads.  True on the interpreter exercises the descriptor code path.
+
+    Returns:
+        ``O`` with q's shape and dtype (contiguous), or ``(O, LSE)``.
+
+    Raises:
+        TypeError: unsupported dtypes, mixed dtypes, or a non-boolean mask.
+        ValueError: bad shapes (rank, batch, head counts, head dims, empty sequences, a mask
+            that does not broadcast), a non-finite scale, mixed devices, CPU tensors without
+            the interpreter, or ``use_tma=True`` for tensors the copy engine cannot address.
+    """
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        check_dtype(name, t)
+        if t.dim() != 4:
+            raise ValueError(f"{name} must be 4-D (B, H, N, D), got shape {tuple(t.shape)}")
+    if not (q.dtype == k.dtype == v.dtype):
+        raise TypeError(f"q, k, v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+    check_device(q, k, v, *([mask] if mask is not None else []))
+    B, Hq, Nq, D = q.shape
+    Bk, Hkv, Nk, Dk = k.shape
+    if k.shape != v.shape:
+        raise ValueError(f"k and v must have one shape, got {tuple(k.shape)} and {tuple(v.shape)}")
+    if Bk != B or Dk != D:
+        raise ValueError(f"q {tuple(q.shape)} and k {tuple(k.shape)} disagree on batch or head dim")
+    if Hkv < 1 or Hq % Hkv:
+        raise ValueError(f"query heads ({Hq}) must be a multiple of key/value heads ({Hkv})")
+    if Nq < 1 or Nk < 1 or D < 1:
+        raise ValueError(f"need Nq, Nk, D >= 1, got Nq={Nq}, Nk={Nk}, D={D}")
+    if not math.isfinite(scale):
+        raise ValueError(f"scale must be finite, got {scale}")
+    if mask is not None and mask.dtype != torch.bool:
+        raise TypeError(f"mask must be boolean (True = attend), got {mask.dtype}")
+
+    out = torch.empty(q.shape, device=q.device, dtype=q.dtype)
+    lse = torch.empty((B, Hq, Nq), device=q.device, dtype=torch.float32) if return_lse else None
+    if B == 0 or Hq == 0:
+        return (out, lse) if return_lse else out
+
+    if mask is not None:
+        try:
+            mask_full = mask.expand(B, Hq, Nq, Nk)  # stride-0 view, no copy
+        except RuntimeError as e:
+            raise ValueError(f"mask of shape {tuple(mask.shape)} does not broadcast to {(B, Hq, Nq, Nk)}") from e
+        mask_arg = mask_full.view(torch.uint8)  # same size; loads as bytes, tested != 0
+        mask_strides = mask_full.stride()
+    else:
+        mask_arg, mask_strides = out, (0, 0, 0, 0)  # never read
+
+    block_d = _block_d(D)
+    aligned = all((st * q.element_size()) % 16 == 0 for t in (q, k, v, out) for st in t.stride()[:-1]) and all(
+        t.stride(-1) == 1 and t.data_ptr() % 16 == 0 for t in (q, k, v, out))
+    if use_tma is None:
+        use_tma = _tma_ok(q, k, v, out)
+    elif use_tma and not aligned:
+        raise ValueError("use_tma=True needs unit last strides and 16-byte aligned pointers and strides")
+    if use_tma:
+        bm0, bn0 = (config or {}).get("BLOCK_M", 16), (config or {}).get("BLOCK_N", 16)
+        q_arg, k_arg, v_arg, o_arg = (_descriptor(q, bm0, block_d), _descriptor(k, bn0, block_d),
+                                      _descriptor(v, bn0, block_d), _descriptor(out, bm0, block_d))
+    else:
+        q_arg, k_arg, v_arg, o_arg = q, k, v, out
+
+    precision = "tf32" if (q.dtype == torch.float32 and allow_tf32) else "ieee"
+    n_max = max(Nq, Nk)
+    tune_n = 1024 if n_max <= 1024 else 4096 if n_max <= 4096 else 16384
+    args = (
+        q_arg, k_arg, v_arg, mask_arg, o_arg, lse if return_lse else out, scale * math.log2(math.e),
+        *q.stride(), *k.stride(), *v.stride(), *mask_strides, *out.stride(),
+        Hq, Hq // Hkv, Nq, Nk, tune_n, _DTYPE_ID[q.dtype],
+    )
+    meta = dict(HEAD_DIM=D, CAUSAL=bool(causal), HAS_MASK=mask is not None, WRITE_LSE=return_lse,
+                DOT_PRECISION=precision, USE_TMA=bool(use_tma), BLOCK_D=block_d)
+
+    if config is None and interpreting():
+        config = {"BLOCK_M": 16, "BLOCK_N": 16, "num_warps": 1, "num_stages": 1}
+    if config is None:
+        grid = lambda m: (triton.cdiv(Nq, m["BLOCK_M"]), B * Hq)  # noqa: E731
+        _attn_fwd_tuned[grid](*args, **meta)
+    else:
+        grid = (triton.cdiv(Nq, config["BLOCK_M"]), B * Hq)
+        _attn_fwd_kernel[grid](*args, **meta, BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"],
+                               num_warps=config.get("num_warps", 4), num_stages=config.get("num_stages", 2))
+    return (out, lse) if return_lse else out
+
+
+def attention_fp32_ieee(q, k, v, **kwargs):
+    """:func:`attention` with float32 products in full IEEE precision (``allow_tf32=False``)."""
+    return attention(q, k, v, allow_tf32=False, **kwargs)
+
+
+def attention_fp32_tf32(q, k, v, **kwargs):
+    """:func:`attention` with float32 products on TF32 tensor cores (``allow_tf32=True``).
+
+    Inputs of Q K^T and P V are rounded to TF32 (10-bit mantissa); accumulation stays float32.
+    """
+    return attention(q, k, v, allow_tf32=True, **kwargs)

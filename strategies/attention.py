@@ -1,0 +1,573 @@
+"""Attention inputs: a replayable spec, the case built from it, and the strategy drawing cases.
+
+A drawn :class:`AttentionSpec` fixes the shapes (batch, Hq, Hkv, Nq, Nk, D), the
+scale, causal flag and boolean mask recipe, one value recipe each for Q, K and
+V, special entries, a layout per tensor and a seed.  :meth:`AttentionCase.build`
+expands it into :class:`AttentionInputs` deterministically: each (batch, head)
+slab of each tensor has its own random stream, so shrinking the batch or head
+count leaves the surviving slabs' numbers unchanged.
+
+Magnitudes are bounded so that failures are the kernel's, not the format's:
+
+* Q and K entries stay below ``sqrt(C / (64 * D * max(|scale|, 1)))`` where C is
+  the largest finite value of the compute format (float32 for inputs of 32 bits
+  or fewer, float64 for float64), so neither ``q.k`` nor ``scale * q.k``
+  overflows however the kernel orders the product.  Scores of 1e4 and more
+  (one-hot softmax) remain reachable.
+* V entries stay below ``max_finite / (2 * Nk)``: an unnormalised accumulation of
+  ``Nk`` rows with weights <= 1 cannot overflow the dtype.
+
+The causal flag is passed through as is; which diagonal it means when
+Nq != Nk is the consumer's convention (this suite's oracle and reference use
+top-left, as ``torch.nn.functional.scaled_dot_product_attention``;
+FlashAttention >= 2.1 uses bottom-right).  Bottom-right patterns are still
+exercised through the boolean mask: a ``causal`` mask recipe with offset
+``Nk - Nq``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from hypothesis import strategies as st
+from hypothesis.errors import InvalidArgument
+from hypothesis.strategies import SearchStrategy
+
+from strategies import _rng
+from strategies._text import call_text, num, short_dtype
+from strategies._validation import (
+    check_argument,
+    check_caps,
+    check_positive_int,
+    length_bounds,
+    reject_extra_keys,
+    resolve_dtypes,
+    resolve_switch,
+    spec_error,
+)
+from strategies.features import ATTENTION_LAYOUTS, QK_VALUE_KINDS, V_VALUE_KINDS, ordered
+from strategies.layouts import is_noncontiguous, materialize
+from strategies.lengths import length_features, lengths
+from strategies.masks import MASK_KINDS, MaskSpec, keep_features, mask_specs
+from strategies.rounding import to_format
+from strategies.specials import SpecialSpec, special_kinds, special_specs
+from strategies.values import ValueRecipe, magnitudes, value_recipes
+from verify.capabilities import Capabilities
+from verify.dtypes import FORMATS, FloatFormat, get_format
+
+#: Head dims tried when none are given, smallest first (shrinking goes to small D).
+#: Powers of two, the non-powers of two real models use, and tiny ones.
+INTERESTING_HEAD_DIMS = (1, 2, 3, 4, 5, 7, 8, 16, 24, 32, 40, 48, 64, 72, 80, 96, 112, 120, 128, 160, 192, 256)
+
+#: Broadcast shapes of the boolean mask; key-padding masks may also be (B, 1, 1, Nk).
+MASK_SHAPES = ("qk", "11qk", "b1qk", "bhqk")
+KEY_PADDING_SHAPES = ("b11k",) + MASK_SHAPES
+MAX_SPECIALS = 3
+
+
+@dataclass(frozen=True, eq=False)
+class AttentionInputs:
+    """Arguments of one attention call: ``softmax(scale * q k^T, masked) v``.
+
+    ``q`` is (B, Hq, Nq, D), ``k`` and ``v`` (B, Hkv, Nk, D) with Hq a multiple of
+    Hkv (query head h uses key/value head ``h // (Hq // Hkv)``); any of them may
+    be a non-contiguous view.  ``mask`` is bool (True = attend), broadcastable to
+    (B, Hq, Nq, Nk), or None.
+    """
+
+    q: torch.Tensor
+    k: torch.Tensor
+    v: torch.Tensor
+    scale: float
+    causal: bool
+    mask: torch.Tensor | None
+
+
+@dataclass(frozen=True)
+class AttentionSpec:
+    """Everything needed to rebuild one attention input.  ``scale=None`` means 1/sqrt(head_dim)."""
+
+    dtype: str
+    batch: int
+    heads_q: int
+    heads_kv: int
+    seq_q: int
+    seq_k: int
+    head_dim: int
+    scale: float | None = None
+    causal: bool = False
+    mask: MaskSpec | None = None
+    mask_shape: str = "qk"
+    q: ValueRecipe = ValueRecipe()
+    k: ValueRecipe = ValueRecipe()
+    v: ValueRecipe = ValueRecipe()
+    specials: tuple[SpecialSpec, ...] = ()
+    layouts: tuple[str, str, str] = ("contiguous", "contiguous", "contiguous")
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        try:
+            fmt = get_format(self.dtype)
+        except ValueError as err:
+            raise spec_error("attention spec", str(err)) from None
+        object.__setattr__(self, "dtype", fmt.name)
+        object.__setattr__(self, "specials", tuple(self.specials))
+        object.__setattr__(self, "layouts", tuple(self.layouts))
+        for name in ("batch", "heads_q", "heads_kv", "seq_q", "seq_k", "head_dim", "seed"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise spec_error("attention spec", f"{name} must be an int", value)
+            if value < (0 if name == "seed" else 1):
+                raise spec_error("attention spec", f"{name} must be positive", value)
+        if self.seed > _rng.SEED_MAX:
+            raise spec_error("attention spec", f"seed must lie in [0, {_rng.SEED_MAX}]", self.seed)
+        if self.heads_q % self.heads_kv:
+            raise spec_error("attention spec", "heads_q must be a multiple of heads_kv", (self.heads_q, self.heads_kv))
+        if self.scale is not None:
+            if not isinstance(self.scale, (int, float)) or not math.isfinite(self.scale):
+                raise spec_error("attention spec", "scale must be None or a finite number", self.scale)
+            object.__setattr__(self, "scale", float(self.scale))
+        if len(self.layouts) != 3 or any(layout not in ATTENTION_LAYOUTS for layout in self.layouts):
+            raise spec_error("attention spec", f"layouts must be three of {ATTENTION_LAYOUTS}", self.layouts)
+        shapes = (*MASK_SHAPES, "b11k")
+        if self.mask_shape not in shapes:
+            raise spec_error("attention spec", f"mask_shape must be one of {shapes}", self.mask_shape)
+        if self.mask is not None and self.mask.kind == "none":
+            raise spec_error("attention spec", "write mask=None rather than a mask of kind 'none'")
+        if self.mask_shape == "b11k" and (self.mask is None or self.mask.kind != "key-padding"):
+            raise spec_error("attention spec", "mask_shape 'b11k' is for key-padding masks only")
+        if any(s.tensor not in ("q", "k", "v") or len(s.index) != 4 for s in self.specials):
+            raise spec_error("attention spec", "special entries need tensor 'q', 'k' or 'v' and a 4-d index")
+        if not fmt.has_inf and any(s.kind == "+inf" for s in self.specials):
+            raise spec_error("attention spec", f"{fmt.name} has no infinities: no +inf entries")
+
+    @property
+    def format(self) -> FloatFormat:
+        return get_format(self.dtype)
+
+    @property
+    def effective_scale(self) -> float:
+        return 1.0 / math.sqrt(self.head_dim) if self.scale is None else self.scale
+
+    @property
+    def shapes(self) -> dict[str, tuple[int, int, int, int]]:
+        b, d = self.batch, self.head_dim
+        return {
+            "q": (b, self.heads_q, self.seq_q, d),
+            "k": (b, self.heads_kv, self.seq_k, d),
+            "v": (b, self.heads_kv, self.seq_k, d),
+        }
+
+    @property
+    def qk_limit(self) -> float:
+        return qk_limit(self.format, self.head_dim, self.effective_scale)
+
+    @property
+    def v_limit(self) -> float:
+        return v_limit(self.format, self.seq_k)
+
+    # ---- replay -----------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "op": "attention",
+            "dtype": self.dtype,
+            "batch": self.batch,
+            "heads_q": self.heads_q,
+            "heads_kv": self.heads_kv,
+            "seq_q": self.seq_q,
+            "seq_k": self.seq_k,
+            "head_dim": self.head_dim,
+            "scale": self.scale,
+            "causal": self.causal,
+            "mask": None if self.mask is None else self.mask.to_dict(),
+            "mask_shape": self.mask_shape,
+            "q": self.q.to_dict(),
+            "k": self.k.to_dict(),
+            "v": self.v.to_dict(),
+            "specials": [s.to_dict() for s in self.specials],
+            "layouts": list(self.layouts),
+            "seed": self.seed,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "AttentionSpec":
+        d = dict(d)
+        op = d.pop("op", "attention")
+        if op != "attention":
+            raise spec_error("attention spec", "op must be 'attention'", op)
+        try:
+            mask = d.pop("mask", None)
+            return cls(
+                dtype=d.pop("dtype"),
+                batch=d.pop("batch"),
+                heads_q=d.pop("heads_q"),
+                heads_kv=d.pop("heads_kv"),
+                seq_q=d.pop("seq_q"),
+                seq_k=d.pop("seq_k"),
+                head_dim=d.pop("head_dim"),
+                scale=d.pop("scale", None),
+                causal=bool(d.pop("causal", False)),
+                mask=None if mask is None else MaskSpec.from_dict(mask),
+                mask_shape=d.pop("mask_shape", "qk"),
+                q=ValueRecipe.from_dict(d.pop("q", {})),
+                k=ValueRecipe.from_dict(d.pop("k", {})),
+                v=ValueRecipe.from_dict(d.pop("v", {})),
+                specials=tuple(SpecialSpec.from_dict(s) for s in d.pop("specials", [])),
+                layouts=tuple(d.pop("layouts", ("contiguous",) * 3)),
+                seed=d.pop("seed", 0),
+                **reject_extra_keys(d),
+            )
+        except (KeyError, TypeError) as err:
+            raise spec_error("attention spec", f"malformed dict ({err})") from None
+
+    # ---- building ---------------------------------------------------------------------
+    def keep(self) -> np.ndarray | None:
+        """The boolean mask in its broadcast shape (True = attend), or None."""
+        if self.mask is None:
+            return None
+        # Slabs are generated per (batch, head) index of the broadcast shape.
+        grid = {
+            "qk": (1, 1),
+            "11qk": (1, 1),
+            "b1qk": (self.batch, 1),
+            "bhqk": (self.batch, self.heads_q),
+            "b11k": (self.batch, 1),
+        }[self.mask_shape]
+        slabs = np.empty((*grid, self.seq_q, self.seq_k), dtype=bool)
+        for b in range(grid[0]):
+            for h in range(grid[1]):
+                rng = _rng.stream(self.seed, _rng.MASK, b, h)
+                slabs[b, h] = self.mask.keep(self.seq_q, self.seq_k, rng, group=b)
+        if self.mask_shape == "qk":
+            return slabs[0, 0]
+        if self.mask_shape == "b11k":
+            return slabs[:, :, :1, :]
+        return slabs
+
+    def values(self) -> dict[str, np.ndarray]:
+        """Float64 Q, K, V before rounding, specials placed."""
+        fmt = self.format
+        out = {}
+        for name, tag, recipe, limit in (
+            ("q", _rng.Q, self.q, self.qk_limit),
+            ("k", _rng.K, self.k, self.qk_limit),
+            ("v", _rng.V, self.v, self.v_limit),
+        ):
+            b_n, h_n, n, d = self.shapes[name]
+            x = np.empty((b_n, h_n, n, d))
+            for b in range(b_n):
+                for h in range(h_n):
+                    x[b, h] = recipe.sample(_rng.stream(self.seed, tag, b, h), (n, d), fmt, limit)
+            np.clip(x, -limit, limit, out=x)
+            out[name] = x
+        for special in self.specials:
+            special.place(out[special.tensor])
+        return out
+
+    def build(self, device: str = "cpu") -> AttentionInputs:
+        arrays = self.values()
+        q, k, v = (
+            materialize(to_format(arrays[name], self.format), layout, device)
+            for name, layout in zip("qkv", self.layouts, strict=True)
+        )
+        keep = self.keep()
+        mask = None if keep is None else torch.from_numpy(np.ascontiguousarray(keep)).to(device)
+        return AttentionInputs(q=q, k=k, v=v, scale=self.effective_scale, causal=self.causal, mask=mask)
+
+
+def qk_limit(fmt: FloatFormat, head_dim: int, scale: float) -> float:
+    """Largest |entry| of Q and K: no overflow of q.k or scale*q.k in the compute format (see module doc)."""
+    compute_max = FORMATS["float64" if fmt.precision > 24 else "float32"].max_finite
+    return min(fmt.max_finite, math.sqrt(compute_max / (64.0 * head_dim * max(abs(scale), 1.0))))
+
+
+def v_limit(fmt: FloatFormat, seq_k: int) -> float:
+    """Largest |entry| of V: an unnormalised sum over Nk keys stays finite."""
+    return fmt.max_finite / (2.0 * seq_k)
+
+
+def _is_pow2(n: int) -> bool:
+    return n & (n - 1) == 0
+
+
+def _score_spread(spec: AttentionSpec) -> float:
+    """Rough standard deviation of one query's scores across keys (the softmax's input spread)."""
+    q_rms = min(math.hypot(spec.q.spread(), spec.q.offset), spec.qk_limit)
+    k_spread = min(spec.k.spread(), spec.qk_limit)
+    return abs(spec.effective_scale) * math.sqrt(spec.head_dim) * q_rms * k_spread
+
+
+def attention_features(spec: AttentionSpec) -> tuple[str, ...]:
+    found = [f"dtype:{spec.dtype}", *length_features(spec.seq_k)]
+    hq, hkv = spec.heads_q, spec.heads_kv
+    found.append("attn:mha" if hq == hkv else "attn:mqa" if hkv == 1 else "attn:gqa")
+    if spec.seq_q < spec.seq_k:
+        found.append("attn:nq<nk")
+    elif spec.seq_q > spec.seq_k:
+        found.append("attn:nq>nk")
+    if spec.seq_q == 1:
+        found.append("attn:decode")
+    if spec.causal:
+        found.append("attn:causal")
+    if spec.mask is not None:
+        found.append("attn:bool-mask")
+        found.append(f"mask-shape:{spec.mask_shape}")
+        if spec.causal:
+            found.append("attn:causal+mask")
+        found.extend(spec.mask.kind_features())
+        found.extend(keep_features(spec.keep()))
+    d = spec.head_dim
+    if d <= 8:
+        found.append("hdim:small")
+    found.append("hdim:pow2" if _is_pow2(d) else "hdim:non-pow2")
+    if d >= 160:
+        found.append("hdim:large")
+    if spec.scale is None:
+        found.append("scale:default")
+    else:
+        found.append("scale:explicit")
+        if abs(spec.scale) <= 1e-3:
+            found.append("scale:tiny")
+        if abs(spec.scale) >= 1e2:
+            found.append("scale:huge")
+        if spec.scale < 0:
+            found.append("scale:negative")
+    found.extend((f"q:{spec.q.kind}", f"k:{spec.k.kind}", f"v:{spec.v.kind}"))
+    spread = _score_spread(spec)
+    if spec.seq_k > 1 and spread >= 100.0:
+        found.append("qk:one-hot")
+    if spec.seq_k > 1 and spread <= 1e-3:
+        found.append("qk:flat")
+    found.extend(f"special:{s.kind}" for s in spec.specials)
+    for layout, (name, shape) in zip(spec.layouts, spec.shapes.items(), strict=True):
+        if layout == "misaligned":
+            found.append("layout:misaligned")
+        elif layout != "contiguous":
+            found.append(f"layout:{layout}")
+            if is_noncontiguous(layout, shape):
+                found.append("layout:noncontiguous")
+    return ordered(found)
+
+
+@dataclass(frozen=True)
+class AttentionCase:
+    """A drawn attention input: its spec and the adversarial features it exercises."""
+
+    spec: AttentionSpec
+    features: tuple[str, ...] = field(init=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "features", attention_features(self.spec))
+
+    def build(self, device: str = "cpu") -> AttentionInputs:
+        return self.spec.build(device)
+
+    def describe(self) -> str:
+        s = self.spec
+        parts = [
+            f"B={s.batch} Hq={s.heads_q} Hkv={s.heads_kv} Nq={s.seq_q} Nk={s.seq_k} D={s.head_dim}",
+            short_dtype(s.dtype),
+            "scale=1/sqrt(D)" if s.scale is None else f"scale={num(s.scale)}",
+        ]
+        if s.causal:
+            parts.append("causal")
+        if s.mask is not None:
+            parts.append(f"mask={s.mask.describe()}@{s.mask_shape}")
+        parts.append(f"q={s.q.describe()} k={s.k.describe()} v={s.v.describe()}")
+        if s.specials:
+            parts.append("specials=[" + ", ".join(sp.describe() for sp in s.specials) + "]")
+        if any(layout != "contiguous" for layout in s.layouts):
+            parts.append("layout=" + ",".join(f"{n}:{l}" for n, l in zip("qkv", s.layouts) if l != "contiguous"))
+        parts.append(f"seed={s.seed}")
+        return " ".join(parts)
+
+    def __repr__(self) -> str:
+        # Replayable: paste into a test to rebuild the exact input.
+        return f"case_from_dict({self.spec.to_dict()!r})"
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        # Hypothesis prints dataclasses field by field unless told otherwise.
+        printer.text(repr(self))
+
+
+# ---- the strategy -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, repr=False)
+class _AttentionConfig:
+    call: str  # how the public function was called: the strategy's repr in Hypothesis output
+    formats: tuple[FloatFormat, ...]
+    min_seq: int
+    max_seq: int
+    max_batch: int
+    max_heads: int
+    head_dims: tuple[int, ...]
+    special_values: bool
+    causal: bool
+    bool_mask: bool
+    causal_with_mask: bool
+    gqa: bool
+    noncontiguous: bool
+
+    def __repr__(self) -> str:
+        return self.call
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(self.call)
+
+
+def _allowed_head_dim(d: int, caps: Capabilities) -> bool:
+    return caps.head_dim_min <= d <= caps.head_dim_max and d % caps.head_dim_multiple == 0
+
+
+def _resolve_head_dims(head_dims: object, caps: Capabilities) -> tuple[int, ...]:
+    limits = (
+        f"caps allow head dims in [{caps.head_dim_min}, {caps.head_dim_max}] "
+        f"that are multiples of {caps.head_dim_multiple}"
+    )
+    if head_dims is None:
+        dims = tuple(d for d in INTERESTING_HEAD_DIMS if _allowed_head_dim(d, caps))
+        if not dims:
+            # Unusual limits: fall back to every allowed dim (smallest first).
+            top = min(caps.head_dim_max, 1024)
+            dims = tuple(d for d in range(caps.head_dim_min, top + 1) if _allowed_head_dim(d, caps))
+        check_argument(bool(dims), f"no head dim satisfies the target's limits: {limits}")
+        return dims
+    if isinstance(head_dims, int) or not isinstance(head_dims, (tuple, list)):
+        raise InvalidArgument(f"head_dims must be a sequence of ints such as (64, 80), got {head_dims!r}")
+    check_argument(len(head_dims) > 0, "head_dims must not be empty; pass None to use the built-in list")
+    for d in head_dims:
+        check_positive_int(d, "each entry of head_dims")
+        check_argument(_allowed_head_dim(d, caps), f"head_dims contains {d}, outside the target's limits: {limits}")
+    return tuple(dict.fromkeys(head_dims))
+
+
+def attention_cases(
+    *,
+    dtypes: tuple[str, ...] | list[str] = ("float32",),
+    caps: Capabilities | None = None,
+    max_seq: int = 96,
+    max_batch: int = 2,
+    max_heads: int = 4,
+    head_dims: tuple[int, ...] | list[int] | None = None,
+    special_values: bool | None = None,
+) -> SearchStrategy[AttentionCase]:
+    """Attention inputs within the target's capabilities, rich in adversarial features.
+
+    * ``dtypes``: storage dtypes, intersected with ``caps.dtypes``; shrinking moves to the first.
+    * ``caps``: Nq and Nk in ``[caps.min_length, min(max_seq, caps.max_length)]``;
+      ``caps.causal``, ``caps.bool_mask``, ``caps.causal_with_mask`` gate the causal
+      flag, the boolean mask and both together; ``caps.neg_inf=False`` turns off
+      every mask (causal included); ``caps.gqa=False`` keeps Hq == Hkv;
+      ``caps.noncontiguous=False`` keeps all three tensors contiguous; head dims
+      stay within ``caps.head_dim_min/max`` and are multiples of ``head_dim_multiple``.
+    * ``max_batch``, ``max_heads`` (Hq), ``max_seq`` bound the sizes, keeping a
+      high-precision reference cheap.
+    * ``head_dims``: the dims to draw from, smallest first; None uses
+      ``INTERESTING_HEAD_DIMS`` within the caps limits.
+    * ``special_values``: None follows ``caps``; True insists; False gives no NaN/+inf.
+    """
+    caps = check_caps(caps)
+    formats = resolve_dtypes(dtypes, caps)
+    lo, hi = length_bounds(max_seq, "max_seq", caps)
+    check_positive_int(max_batch, "max_batch")
+    check_positive_int(max_heads, "max_heads")
+    dims = _resolve_head_dims(head_dims, caps)
+    specials_on = resolve_switch(special_values, caps.special_values, "special_values", "special_values")
+    masks_on = caps.neg_inf
+    config = _AttentionConfig(
+        call=call_text(
+            "attention_cases",
+            dtypes=tuple(f.name for f in formats),
+            caps=caps,
+            max_seq=max_seq,
+            max_batch=max_batch,
+            max_heads=max_heads,
+            head_dims=head_dims,
+            special_values=special_values,
+        ),
+        formats=formats,
+        min_seq=lo,
+        max_seq=hi,
+        max_batch=max_batch,
+        max_heads=max_heads,
+        head_dims=dims,
+        special_values=specials_on,
+        causal=caps.causal and masks_on,
+        bool_mask=caps.bool_mask and masks_on,
+        causal_with_mask=caps.causal_with_mask,
+        gqa=caps.gqa,
+        noncontiguous=caps.noncontiguous,
+    )
+    return _attention_cases(config)
+
+
+def _scales() -> SearchStrategy[float | None]:
+    # None (1/sqrt(D)) first; then +-m*10**e from 1e-6 to 1e6 (shrinking to 1.0).
+    explicit = st.tuples(magnitudes(1e-6, 1e6), st.booleans()).map(lambda p: -p[0] if p[1] else p[0])
+    return st.one_of(st.just(None), explicit)
+
+
+@st.composite
+def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
+    fmt = draw(st.sampled_from(c.formats))
+    batch = draw(st.integers(1, c.max_batch))
+    heads_kv = draw(st.integers(1, c.max_heads))
+    group = draw(st.integers(1, c.max_heads // heads_kv)) if c.gqa else 1
+    heads_q = heads_kv * group
+    seq_k = draw(lengths(c.min_seq, c.max_seq))
+    seq_q = draw(st.one_of(st.just(seq_k), lengths(c.min_seq, c.max_seq)))
+    head_dim = draw(st.sampled_from(c.head_dims))
+    scale = draw(_scales())
+
+    causal = draw(st.booleans()) if c.causal else False
+    mask, mask_shape = None, "qk"
+    if c.bool_mask:
+        # Drawn even when it is then dropped, so that causal=True does not cost
+        # fewer choices than causal=False (Hypothesis shrinks towards fewer choices).
+        mask = draw(st.one_of(st.just(None), mask_specs(seq_q, seq_k, MASK_KINDS[1:])))
+        if mask is not None:
+            mask_shape = draw(st.sampled_from(KEY_PADDING_SHAPES if mask.kind == "key-padding" else MASK_SHAPES))
+        if causal and not c.causal_with_mask:
+            mask, mask_shape = None, "qk"
+
+    effective = 1.0 / math.sqrt(head_dim) if scale is None else scale
+    qk_bound = qk_limit(fmt, head_dim, effective)
+    q = draw(value_recipes(fmt, QK_VALUE_KINDS, qk_bound))
+    k = draw(value_recipes(fmt, QK_VALUE_KINDS, qk_bound))
+    v = draw(value_recipes(fmt, V_VALUE_KINDS, v_limit(fmt, seq_k)))
+
+    shapes = (
+        ("q", (batch, heads_q, seq_q, head_dim)),
+        ("k", (batch, heads_kv, seq_k, head_dim)),
+        ("v", (batch, heads_kv, seq_k, head_dim)),
+    )
+    kinds = special_kinds(fmt, c.special_values)
+    specials = tuple(draw(st.lists(special_specs(kinds, shapes), max_size=MAX_SPECIALS)))
+    layout_choice = st.sampled_from(ATTENTION_LAYOUTS if c.noncontiguous else ("contiguous",))
+    layouts = (draw(layout_choice), draw(layout_choice), draw(layout_choice))
+    seed = draw(st.integers(0, _rng.SEED_MAX))
+    spec = AttentionSpec(
+        dtype=fmt.name,
+        batch=batch,
+        heads_q=heads_q,
+        heads_kv=heads_kv,
+        seq_q=seq_q,
+        seq_k=seq_k,
+        head_dim=head_dim,
+        scale=scale,
+        causal=causal,
+        mask=mask,
+        mask_shape=mask_shape,
+        q=q,
+        k=k,
+        v=v,
+        specials=specials,
+        layouts=layouts,
+        seed=seed,
+    )
+    return AttentionCase(spec)

@@ -1,0 +1,532 @@
+"""Tests of ``strategies``: feature coverage, deterministic replay, capabilities, argument checks.
+
+All on CPU; the file runs in well under a minute.  Hypothesis runs here use
+explicit, derandomized settings so the results do not depend on the profile.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import HealthCheck, Phase, find, given, settings
+from hypothesis.errors import InvalidArgument
+from hypothesis.strategies import SearchStrategy
+
+import strategies as S
+from strategies import (
+    ATTENTION_FEATURES,
+    FEATURES,
+    SOFTMAX_FEATURES,
+    AttentionCase,
+    AttentionSpec,
+    MaskSpec,
+    SoftmaxCase,
+    SoftmaxSpec,
+    SpecialSpec,
+    ValueRecipe,
+    attention_cases,
+    case_from_dict,
+    length_features,
+    lengths,
+    softmax_cases,
+)
+from verify.capabilities import Capabilities
+from verify.dtypes import FORMATS, get_format
+
+ALL_DTYPES = tuple(FORMATS)
+CAPS_ALL = Capabilities(dtypes=ALL_DTYPES)
+
+_QUIET = dict(deadline=None, database=None, derandomize=True, suppress_health_check=list(HealthCheck))
+
+
+def checks(n: int = 40) -> settings:
+    return settings(max_examples=n, **_QUIET)
+
+
+def _bits(t: torch.Tensor) -> bytes:
+    """The exact bytes of a tensor's logical elements (layout-independent)."""
+    # A fresh row-major copy: .contiguous() may keep odd strides on size-1 dims.
+    t = torch.empty(t.shape, dtype=t.dtype).copy_(t)
+    if t.dtype == torch.bool:
+        return t.numpy().tobytes()
+    return t.view(torch.uint8).numpy().tobytes()
+
+
+def _hash(*tensors: torch.Tensor) -> str:
+    h = hashlib.sha256()
+    for t in tensors:
+        h.update(_bits(t))
+    return h.hexdigest()
+
+
+# ---- feature vocabulary and reachability --------------------------------------------------
+
+
+def test_vocabulary_is_a_closed_set_without_duplicates() -> None:
+    assert len(set(FEATURES)) == len(FEATURES)
+    assert set(SOFTMAX_FEATURES) | set(ATTENTION_FEATURES) == set(FEATURES)
+    assert len(set(SOFTMAX_FEATURES)) == len(SOFTMAX_FEATURES)
+    assert len(set(ATTENTION_FEATURES)) == len(ATTENTION_FEATURES)
+
+
+_REACH_STRATEGIES = {
+    "softmax": lambda: softmax_cases(dtypes=ALL_DTYPES, caps=CAPS_ALL),
+    # Nk up to 160 so that the multiple-of-128 lengths are in range.
+    "attention": lambda: attention_cases(dtypes=ALL_DTYPES, caps=CAPS_ALL, max_seq=160),
+}
+
+
+@functools.lru_cache(maxsize=None)
+def _seen(op: str) -> frozenset[str]:
+    """Features met in one seeded run of generation only (no shrinking): the cheap common path."""
+    seen: set[str] = set()
+
+    @settings(max_examples=400, phases=[Phase.generate], **_QUIET)
+    @given(_REACH_STRATEGIES[op]())
+    def run(case: SoftmaxCase | AttentionCase) -> None:
+        assert set(case.features) <= set(FEATURES)
+        seen.update(case.features)
+
+    run()
+    return frozenset(seen)
+
+
+def _reachable(op: str, feature: str) -> None:
+    if feature in _seen(op):
+        return
+    # Not met in the common run: search for it specifically (fails with NoSuchExample).
+    find(
+        _REACH_STRATEGIES[op](),
+        lambda case: feature in case.features,
+        settings=settings(max_examples=3000, phases=[Phase.generate], **_QUIET),
+    )
+
+
+@pytest.mark.parametrize("feature", SOFTMAX_FEATURES)
+def test_softmax_feature_reachable(feature: str) -> None:
+    _reachable("softmax", feature)
+
+
+@pytest.mark.parametrize("feature", ATTENTION_FEATURES)
+def test_attention_feature_reachable(feature: str) -> None:
+    _reachable("attention", feature)
+
+
+# ---- determinism and replay ---------------------------------------------------------------
+
+
+@checks(60)
+@given(softmax_cases(dtypes=ALL_DTYPES, caps=CAPS_ALL, max_length=200))
+def test_softmax_build_is_deterministic_and_replays_through_json(case: SoftmaxCase) -> None:
+    a, b = case.build(), case.build()
+    assert a.dtype == get_format(case.spec.dtype).torch_dtype
+    assert tuple(a.shape) == case.spec.shape
+    assert a.stride() == b.stride() and a.storage_offset() == b.storage_offset()
+    assert _bits(a) == _bits(b)
+
+    d = json.loads(json.dumps(case.spec.to_dict()))
+    assert d["op"] == "softmax"
+    replay = case_from_dict(d)
+    assert isinstance(replay, SoftmaxCase)
+    assert replay.spec == case.spec and replay.features == case.features
+    assert _bits(replay.build()) == _bits(a)
+    assert "\n" not in case.describe() and f"seed={case.spec.seed}" in case.describe()
+    assert eval(repr(case), {"case_from_dict": case_from_dict}).spec == case.spec
+
+
+@checks(30)
+@given(attention_cases(dtypes=ALL_DTYPES, caps=CAPS_ALL, max_seq=40))
+def test_attention_build_is_deterministic_and_replays_through_json(case: AttentionCase) -> None:
+    x, y = case.build(), case.build()
+    for name in "qkv":
+        tx, ty = getattr(x, name), getattr(y, name)
+        assert tuple(tx.shape) == case.spec.shapes[name]
+        assert tx.stride() == ty.stride() and tx.storage_offset() == ty.storage_offset()
+        assert _bits(tx) == _bits(ty)
+    assert (x.mask is None) == (y.mask is None)
+    if x.mask is not None:
+        assert x.mask.dtype == torch.bool and torch.equal(x.mask, y.mask)
+
+    replay = case_from_dict(json.loads(json.dumps(case.spec.to_dict())))
+    assert isinstance(replay, AttentionCase)
+    assert replay.spec == case.spec and replay.features == case.features
+    z = replay.build()
+    assert _hash(z.q, z.k, z.v) == _hash(x.q, x.k, x.v)
+    assert z.scale == x.scale and z.causal == x.causal
+    assert "\n" not in case.describe()
+
+
+def test_softmax_golden_bits() -> None:
+    # Pins the random streams and the rounding: a change here breaks replay of stored specs.
+    spec = SoftmaxSpec(
+        dtype="bfloat16",
+        rows=3,
+        length=37,
+        recipes=(ValueRecipe("normal", scale=5.0, offset=3e4), ValueRecipe("outliers", scale=1.0, gap=100.0, rate=0.01)),
+        mask=MaskSpec("random", density=0.5),
+        specials=(SpecialSpec("nan", "x", (1, 3)),),
+        layout="row-padded",
+        seed=7,
+    )
+    t = case_from_dict(spec.to_dict()).build()
+    assert t.stride() == (40, 1)
+    assert _hash(t) == "ad369e645d4f531459800b11a209239133d1a6b18a57bf8a1d93936c8839e2f2"
+
+
+def test_attention_golden_bits() -> None:
+    spec = AttentionSpec(
+        dtype="float16",
+        batch=2,
+        heads_q=4,
+        heads_kv=2,
+        seq_q=5,
+        seq_k=17,
+        head_dim=40,
+        causal=True,
+        mask=MaskSpec("key-padding", pads=(3, 0)),
+        mask_shape="b11k",
+        k=ValueRecipe("cancellation", scale=0.5, offset=1000.0),
+        v=ValueRecipe("full-range", scale=0.0),
+        layouts=("bnhd", "contiguous", "strided-seq"),
+        seed=11,
+    )
+    x = spec.build()
+    assert tuple(x.mask.shape) == (2, 1, 1, 17) and x.q.stride() == (800, 40, 160, 1)
+    assert _hash(x.q, x.k, x.v, x.mask) == "7c2dedc53ace8b4747be22c3b007935bb06a617a542b87b7704b4e837c135d66"
+    # Key padding per batch entry: the last 3 keys of batch 0 masked, nothing in batch 1.
+    assert x.mask[0, 0, 0].tolist() == [True] * 14 + [False] * 3 and bool(x.mask[1].all())
+
+
+def test_noncontiguous_layouts_are_poisoned_and_keep_values() -> None:
+    base = SoftmaxSpec(dtype="float32", rows=4, length=9, seed=3)
+    reference = base.build()
+    for layout in ("row-padded", "transposed", "strided", "misaligned"):
+        t = dataclasses.replace(base, layout=layout).build()
+        assert torch.equal(t, reference), layout
+        if layout != "misaligned":
+            assert not t.is_contiguous()
+        else:
+            assert t.is_contiguous() and t.storage_offset() == 1
+    padded = dataclasses.replace(base, layout="row-padded").build()
+    storage = torch.as_strided(padded, (padded.untyped_storage().nbytes() // 4,), (1,), 0)
+    assert torch.isnan(storage).sum() == 3 * 4  # the gaps hold NaN
+
+
+# ---- capabilities and finiteness ----------------------------------------------------------
+
+
+@checks(60)
+@given(softmax_cases(dtypes=ALL_DTYPES, caps=CAPS_ALL))
+def test_softmax_values_are_finite_apart_from_masks_and_specials(case: SoftmaxCase) -> None:
+    clean = dataclasses.replace(case.spec, mask=MaskSpec(), specials=())
+    t = clean.build().double()
+    assert torch.isfinite(t).all()
+    fmt = get_format(case.spec.dtype)
+    assert t.abs().max() <= fmt.max_finite
+    if not fmt.has_inf:
+        assert not torch.isinf(case.build().double()).any()
+
+
+@checks(50)
+@given(softmax_cases(dtypes=ALL_DTYPES, caps=CAPS_ALL.with_(neg_inf=False)))
+def test_softmax_no_neg_inf_without_the_capability(case: SoftmaxCase) -> None:
+    assert case.spec.mask.kind == "none"
+    assert not (case.build().double() == -math.inf).any()
+
+
+@checks(50)
+@given(softmax_cases(dtypes=ALL_DTYPES, caps=CAPS_ALL.with_(neg_inf=False, special_values=False)))
+def test_softmax_all_finite_without_masks_and_specials(case: SoftmaxCase) -> None:
+    assert torch.isfinite(case.build().double()).all()
+    assert not {"special:nan", "special:+inf"} & set(case.features)
+
+
+@checks(30)
+@given(softmax_cases(dtypes=ALL_DTYPES, masks=False, special_values=False))
+def test_softmax_switches_turn_features_off(case: SoftmaxCase) -> None:
+    assert torch.isfinite(case.build().double()).all()
+
+
+@checks(30)
+@given(
+    softmax_cases(
+        dtypes=("float32", "bfloat16", "float16"),
+        caps=Capabilities(dtypes=("bfloat16", "float16"), min_length=5, max_length=40, noncontiguous=False),
+    )
+)
+def test_softmax_respects_dtypes_lengths_and_layout(case: SoftmaxCase) -> None:
+    assert case.spec.dtype in ("bfloat16", "float16")
+    assert 5 <= case.spec.length <= 40
+    t = case.build()
+    assert t.is_contiguous() and t.storage_offset() == 0
+
+
+@checks(25)
+@given(softmax_cases(dtypes=ALL_DTYPES, caps=CAPS_ALL, elementwise=True))
+def test_softmax_elementwise_values_are_stored_exactly(case: SoftmaxCase) -> None:
+    spec = case.spec
+    assert "values:explicit" in case.features and spec.rows * spec.length <= 64
+    clean = dataclasses.replace(spec, mask=MaskSpec(), specials=())
+    assert clean.build().double().tolist() == [list(r) for r in spec.explicit]
+
+
+@checks(40)
+@given(attention_cases(dtypes=ALL_DTYPES, caps=CAPS_ALL, max_seq=48))
+def test_attention_shapes_bounds_and_mask_broadcast(case: AttentionCase) -> None:
+    s = case.spec
+    x = case.build()
+    assert s.heads_q % s.heads_kv == 0
+    assert 1 <= s.batch <= 2 and 1 <= s.heads_q <= 4 and 1 <= s.seq_q <= 48 and 1 <= s.seq_k <= 48
+    dtype = get_format(s.dtype).torch_dtype
+    assert x.q.dtype == x.k.dtype == x.v.dtype == dtype
+    if x.mask is not None:
+        full = (s.batch, s.heads_q, s.seq_q, s.seq_k)
+        assert torch.broadcast_shapes(tuple(x.mask.shape), full) == full
+    assert x.scale == (1 / math.sqrt(s.head_dim) if s.scale is None else s.scale)
+
+    clean = dataclasses.replace(s, specials=()).build()
+    q, k, v = (t.double() for t in (clean.q, clean.k, clean.v))
+    assert torch.isfinite(q).all() and torch.isfinite(k).all() and torch.isfinite(v).all()
+    assert v.abs().max() <= get_format(s.dtype).max_finite / s.seq_k
+    # Scores fit the compute format whichever way the kernel orders the product.
+    group = s.heads_q // s.heads_kv
+    kk = k.repeat_interleave(group, dim=1)
+    compute_max = torch.finfo(torch.float64 if s.dtype == "float64" else torch.float32).max
+    raw = (q @ kk.transpose(-1, -2)).abs().max()
+    assert raw <= compute_max and raw * abs(x.scale) <= compute_max
+
+
+@checks(40)
+@given(
+    attention_cases(
+        caps=Capabilities(
+            head_dim_min=16, head_dim_max=128, head_dim_multiple=8, gqa=False, noncontiguous=False,
+            special_values=False, neg_inf=False, min_length=3, max_length=20,
+        )
+    )
+)
+def test_attention_respects_restrictive_caps(case: AttentionCase) -> None:
+    s = case.spec
+    assert 16 <= s.head_dim <= 128 and s.head_dim % 8 == 0
+    assert s.heads_q == s.heads_kv
+    assert 3 <= s.seq_q <= 20 and 3 <= s.seq_k <= 20
+    assert s.mask is None and not s.causal
+    x = case.build()
+    for t in (x.q, x.k, x.v):
+        assert t.is_contiguous() and t.storage_offset() == 0
+        assert torch.isfinite(t.double()).all()
+
+
+@checks(40)
+@given(attention_cases(caps=Capabilities(causal_with_mask=False)))
+def test_attention_causal_and_mask_exclusive_when_required(case: AttentionCase) -> None:
+    assert not (case.spec.causal and case.spec.mask is not None)
+
+
+@checks(30)
+@given(attention_cases(caps=Capabilities(causal=False, bool_mask=False)))
+def test_attention_no_causal_no_mask(case: AttentionCase) -> None:
+    assert not case.spec.causal and case.spec.mask is None
+
+
+@checks(30)
+@given(attention_cases(head_dims=(40, 72)))
+def test_attention_explicit_head_dims(case: AttentionCase) -> None:
+    assert case.spec.head_dim in (40, 72)
+
+
+def test_default_head_dims_cover_small_and_non_power_of_two() -> None:
+    dims = S.INTERESTING_HEAD_DIMS
+    assert {1, 2, 3, 8, 40, 72, 80, 96, 120, 256} <= set(dims)
+    assert list(dims) == sorted(dims)  # smallest first: shrinking goes to small D
+
+
+# ---- recipes do what they say --------------------------------------------------------------
+
+
+def _rows(recipe: ValueRecipe, dtype: str, length: int = 200, seed: int = 0) -> np.ndarray:
+    spec = SoftmaxSpec(dtype=dtype, rows=4, length=length, recipes=(recipe,), seed=seed)
+    return spec.build().double().numpy()
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64", "float8_e5m2"])
+def test_very_negative_rows_stay_below_minus_1e4(dtype: str) -> None:
+    x = _rows(ValueRecipe("very-negative", scale=100.0, offset=-1.25e4), dtype)
+    assert (x < -1e4).all()
+
+
+def test_very_negative_not_offered_where_unrepresentable() -> None:
+    from strategies.values import available_kinds
+
+    assert "very-negative" not in available_kinds(FORMATS["float8_e4m3fn"], ("very-negative",), 448.0)
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
+def test_full_range_rows_reach_both_ends(dtype: str) -> None:
+    x = _rows(ValueRecipe("full-range", scale=0.0), dtype)
+    top = FORMATS[dtype].max_finite
+    assert (x.max(axis=1) == top).all() and (x.min(axis=1) == -top).all()
+
+
+def test_ties_and_dominant_and_outliers() -> None:
+    ties = _rows(ValueRecipe("ties", scale=1.0, count=5), "float32")
+    assert ((ties == ties.max(axis=1, keepdims=True)).sum(axis=1) >= 5).all()
+    dom = np.sort(_rows(ValueRecipe("dominant", scale=1.0, gap=100.0), "float32"), axis=1)
+    assert (dom[:, -1] - dom[:, -2] >= 99.0).all()
+    out = _rows(ValueRecipe("outliers", scale=1.0, gap=100.0, rate=0.001), "float32", length=16)
+    assert np.abs(out).max() >= 100.0
+
+
+def test_cancellation_is_a_few_ulps_around_a_large_offset() -> None:
+    x = _rows(ValueRecipe("cancellation", scale=1e-2, offset=3e4), "float32")
+    assert (np.abs(x - 3e4) < 0.1).all() and len(np.unique(x)) > 4
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+def test_subnormal_output_rows_reach_the_subnormal_range(dtype: str) -> None:
+    fmt = FORMATS[dtype]
+    width = -math.log(fmt.smallest_subnormal) * 1.05
+    x = _rows(ValueRecipe("subnormal-output", scale=width), dtype)
+    p = np.exp(x - x.max(axis=1, keepdims=True))
+    assert ((p >= fmt.smallest_subnormal) & (p < fmt.smallest_normal)).any(axis=1).all()
+
+
+def test_mixed_ranges_use_each_recipe() -> None:
+    spec = SoftmaxSpec(
+        dtype="float32", rows=3, length=50, recipes=(ValueRecipe("normal", scale=1e-3), ValueRecipe("normal", scale=1e4))
+    )
+    x = spec.build().double()
+    assert x[0].abs().max() < 1 and x[1].abs().max() > 100 and x[2].abs().max() < 1
+    assert "rows:mixed-ranges" in SoftmaxCase(spec).features
+
+
+def test_masks_shapes() -> None:
+    rng = np.random.default_rng(0)
+    assert MaskSpec("leading-block", block=16).keep(2, 20, rng)[:, :16].sum() == 0
+    causal = MaskSpec("causal", offset=2).keep(3, 6, rng)  # bottom-right for 3 x 5 would be offset 2
+    assert causal.sum(axis=1).tolist() == [3, 4, 5]
+    window = MaskSpec("sliding-window", window=2, offset=0).keep(4, 4, rng)
+    assert window.sum(axis=1).tolist() == [1, 2, 2, 2]
+    one = MaskSpec("single-unmasked").keep(5, 7, rng)
+    assert one.sum(axis=1).tolist() == [1] * 5
+    pads = MaskSpec("key-padding", pads=(2, 7)).keep(2, 7, rng, per_row=True)
+    assert pads.sum(axis=1).tolist() == [5, 0]
+    spec = SoftmaxSpec(dtype="float32", rows=3, length=8, mask=MaskSpec("fully-masked-row", rows=(4,)))
+    t = spec.build()
+    assert (t[1] == -math.inf).all() and torch.isfinite(t[0]).all()
+    assert "mask:fully-masked-row" in SoftmaxCase(spec).features
+
+
+# ---- lengths and shrinking -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("n", "expected", "absent"),
+    [
+        (1, {"len:1"}, {"len:prime"}),
+        (127, {"len:prime", "len:2^k-1", "len:mult128-1", "len:mult64-1"}, {"len:mult128"}),
+        (128, {"len:2^k", "len:mult128", "len:mult16"}, {"len:2^k+1"}),
+        (129, {"len:2^k+1", "len:mult128+1", "len:mult16+1"}, {"len:prime"}),
+        (47, {"len:prime", "len:mult16-1"}, {"len:mult32-1"}),
+        (17, {"len:prime", "len:2^k+1", "len:mult16+1"}, set()),
+    ],
+)
+def test_length_features(n: int, expected: set[str], absent: set[str]) -> None:
+    found = set(length_features(n))
+    assert expected <= found and not absent & found
+
+
+def test_lengths_reach_every_kind_and_stay_in_range() -> None:
+    seen: set[int] = set()
+
+    @settings(max_examples=300, phases=[Phase.generate], **_QUIET)
+    @given(lengths(3, 300))
+    def run(n: int) -> None:
+        assert 3 <= n <= 300
+        seen.add(n)
+
+    run()
+    assert {300, 3} <= seen
+    assert any(n in (127, 255) for n in seen) and any(n in (129, 257) for n in seen)
+    assert any(length_features(n) and "len:prime" in length_features(n) and n > 100 for n in seen)
+
+
+def test_lengths_narrow_range() -> None:
+    assert find(lengths(5, 5), lambda n: True, settings=settings(phases=[Phase.generate], **_QUIET)) == 5
+
+
+def test_shrinking_goes_to_simple_cases() -> None:
+    # No explain phase: it re-runs many variations of the result and dominates the time.
+    fast = settings(max_examples=200, phases=[Phase.generate, Phase.shrink], **_QUIET)
+    assert find(lengths(1, 300), lambda n: n > 40, settings=fast) <= 64
+    simplest = find(softmax_cases(), lambda c: True, settings=fast)
+    assert simplest.describe() == "rows=1 len=1 fp32 normal(scale=1) seed=0"
+    simplest = find(attention_cases(), lambda c: True, settings=fast)
+    assert simplest.describe() == (
+        "B=1 Hq=1 Hkv=1 Nq=1 Nk=1 D=1 fp32 scale=1/sqrt(D) q=normal(scale=1) k=normal(scale=1) v=normal(scale=1) seed=0"
+    )
+    masked = find(softmax_cases(), lambda c: "mask:fully-masked-row" in c.features, settings=fast)
+    assert masked.spec.rows == 1 and masked.spec.length == 1 and masked.spec.recipes == (ValueRecipe(),)
+
+
+# ---- argument validation -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: softmax_cases(dtypes="float32"), "sequence of dtype names"),
+        (lambda: softmax_cases(dtypes=()), "non-empty"),
+        (lambda: softmax_cases(dtypes=("float13",)), "unknown dtype"),
+        (lambda: softmax_cases(dtypes=("tfloat32",)), "compute precision"),
+        (lambda: softmax_cases(dtypes=("float32",), caps=Capabilities(dtypes=("bfloat16",))), "caps.dtypes"),
+        (lambda: softmax_cases(dtypes=("float8_e4m3fn",)), "caps.dtypes"),
+        (lambda: softmax_cases(max_length=0), "at least 1"),
+        (lambda: softmax_cases(max_length=3, caps=Capabilities(min_length=5)), "caps.min_length=5"),
+        (lambda: softmax_cases(max_rows="8"), "max_rows must be int"),
+        (lambda: softmax_cases(max_rows=True), "bool"),
+        (lambda: softmax_cases(special_values="yes"), "True, False or None"),
+        (lambda: softmax_cases(special_values=True, caps=Capabilities(special_values=False)), "special_values=False"),
+        (lambda: softmax_cases(masks=True, caps=Capabilities(neg_inf=False)), "caps.neg_inf=False"),
+        (lambda: softmax_cases(dtypes=("float8_e4m3fn",), caps=CAPS_ALL, masks=True), "-inf"),
+        (lambda: softmax_cases(elementwise=True, caps=Capabilities(min_length=100)), "elementwise"),
+        (lambda: softmax_cases(caps={"neg_inf": False}), "Capabilities"),
+        (lambda: attention_cases(max_heads=0), "max_heads must be at least 1"),
+        (lambda: attention_cases(max_seq=2, caps=Capabilities(min_length=4)), "max_seq"),
+        (lambda: attention_cases(head_dims=64), "sequence of ints"),
+        (lambda: attention_cases(head_dims=()), "must not be empty"),
+        (lambda: attention_cases(head_dims=(64, 100), caps=Capabilities(head_dim_multiple=8)), "contains 100"),
+        (lambda: attention_cases(caps=Capabilities(head_dim_min=300, head_dim_max=310, head_dim_multiple=400)), "no head dim"),
+        (lambda: lengths(5, 3), "must not exceed"),
+        (lambda: S.value_recipes("float32", ("gaussian",)), "unknown value kinds"),
+    ],
+)
+def test_invalid_arguments_explain_themselves(make, message: str) -> None:
+    with pytest.raises(InvalidArgument, match=None) as info:
+        strategy = make()
+        assert isinstance(strategy, SearchStrategy)
+    assert message in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"op": "conv"},
+        {"op": "softmax", "dtype": "float32", "rows": 1, "length": 4, "colour": "red"},
+        {"op": "softmax", "dtype": "float32", "rows": 0, "length": 4},
+        {"op": "softmax", "dtype": "float8_e4m3fn", "rows": 1, "length": 4, "mask": {"kind": "causal"}},
+        {"op": "softmax", "dtype": "float32", "rows": 1, "length": 4, "layout": "diagonal"},
+        {"op": "attention", "dtype": "float32", "batch": 1, "heads_q": 3, "heads_kv": 2, "seq_q": 1, "seq_k": 1, "head_dim": 4},
+        {"op": "attention", "dtype": "float32", "batch": 1, "heads_q": 1, "heads_kv": 1, "seq_q": 1, "seq_k": 1},
+    ],
+)
+def test_bad_specs_are_rejected(bad: dict) -> None:
+    with pytest.raises(ValueError, match="invalid"):
+        case_from_dict(bad)
