@@ -118,6 +118,76 @@ def print_row(r):
               f"   first call {r['first_call_s']:.1f}s", flush=True)
 
 
+#: Tilings timed by --sweep (BLOCK_M, BLOCK_N, num_warps, num_stages), per head dim.
+SWEEP_CONFIGS = {
+    64: [(64, 64, 4, 3), (64, 64, 4, 2), (128, 64, 4, 3), (128, 64, 4, 2), (128, 64, 8, 3),
+         (128, 128, 8, 3), (64, 128, 4, 3)],
+    128: [(64, 64, 4, 3), (64, 64, 4, 2), (64, 128, 4, 2), (128, 64, 8, 3), (128, 64, 8, 2),
+          (128, 128, 8, 2), (128, 32, 4, 3)],
+}
+
+
+def sweep_case(dtype_name, d, n, causal, warmup, rep):
+    """Time our kernel at fixed tilings, pointer loads and TMA descriptors, without autotuning."""
+    from triton.testing import do_bench
+
+    from kernels.triton_attention import attention
+
+    b, h = heads_for(n)
+    dtype = DTYPES[dtype_name]
+    q, k, v = (torch.randn(b, h, n, d, device="cuda", dtype=dtype) for _ in range(3))
+    rows = []
+    for use_tma in (False, True):
+        for bm, bn, w, st in SWEEP_CONFIGS[d]:
+            cfg = {"BLOCK_M": bm, "BLOCK_N": bn, "num_warps": w, "num_stages": st}
+            row = {"dtype": dtype_name, "D": d, "N": n, "causal": causal, "tma": use_tma, "config": [bm, bn, w, st]}
+            try:
+                fn = lambda: attention(q, k, v, scale=d**-0.5, causal=causal, config=cfg, use_tma=use_tma)  # noqa: E731
+                fn()
+                ms = do_bench(fn, warmup=warmup, rep=rep, return_mode="median")
+                row.update(ms=ms, tflops=tflops(b, h, n, d, causal, ms))
+            except Exception as e:
+                row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}"
+            rows.append(row)
+    best = max((r for r in rows if "tflops" in r), key=lambda r: r["tflops"], default=None)
+    line = "  ".join(f"{'T' if r['tma'] else 'P'}{tuple(r['config'])}:{r.get('tflops', float('nan')):.0f}" for r in rows)
+    print(f"sweep {dtype_name} D={d} N={n} causal={int(causal)} best "
+          f"{('T' if best['tma'] else 'P') + str(tuple(best['config'])) if best else '-'}  |  {line}", flush=True)
+    return rows
+
+
+def host_overhead_us(calls: int = 200) -> dict:
+    """Host time per call (enqueue only, no synchronization) at a tiny shape, microseconds."""
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from kernels.triton_attention import attention
+
+    q, k, v = (torch.randn(1, 1, 128, 64, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    cases = {
+        "ours_pointer": lambda: attention(q, k, v, scale=0.125, use_tma=False),
+        "ours_tma": lambda: attention(q, k, v, scale=0.125, use_tma=True),
+    }
+
+    def flash():
+        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+            return F.scaled_dot_product_attention(q, k, v, scale=0.125)
+
+    cases["sdpa_flash"] = flash
+    result = {}
+    for name, fn in cases.items():
+        for _ in range(10):
+            fn()
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        result[name] = (time.perf_counter() - t0) / calls * 1e6
+        torch.cuda.synchronize()
+    print("# host time per call (us): " + "  ".join(f"{k} {v:.1f}" for k, v in result.items()), flush=True)
+    return result
+
+
 def memory_case(n: int, d: int, dtype_name: str) -> dict:
     """Peak memory allocated during our forward beyond inputs and output, vs a naive score matrix."""
     from kernels.triton_attention import attention
@@ -180,6 +250,8 @@ def main(argv=None) -> int:
     p.add_argument("--memory-n", type=int, default=16384, help="N of the memory measurement (0: skip)")
     p.add_argument("--use-tma", default="auto", choices=("auto", "yes", "no"),
                    help="ours: TMA descriptors (auto: when the hardware and strides allow) or pointer loads")
+    p.add_argument("--sweep", action="store_true",
+                   help="instead of the comparison, time our kernel at fixed tilings (pointer and TMA paths)")
     args = p.parse_args(argv)
 
     if not torch.cuda.is_available():
@@ -192,13 +264,20 @@ def main(argv=None) -> int:
     env = environment()
     print(f"# {env['device']}  torch {env['torch']}  triton {env['triton']}  {env['date']}", flush=True)
 
+    cases = [(dt, int(d), int(n), c) for dt in args.dtypes.split(",") for d in args.dims.split(",")
+             for n in args.ns.split(",") for c in causals]
+    if args.sweep:
+        sweep = [r for case in cases for r in sweep_case(*case, args.warmup, args.rep)]
+        host = host_overhead_us()
+        if args.out:
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(json.dumps({"environment": env, "sweep": sweep, "host_us": host}, indent=1))
+            print(f"wrote {args.out}")
+        return 0
     rows = []
-    for dtype_name in args.dtypes.split(","):
-        for d in (int(x) for x in args.dims.split(",")):
-            for n in (int(x) for x in args.ns.split(",")):
-                for causal in causals:
-                    rows += bench_case(dtype_name, d, n, causal, backends, args.warmup, args.rep,
-                                       {"auto": None, "yes": True, "no": False}[args.use_tma])
+    for case in cases:
+        rows += bench_case(*case, backends, args.warmup, args.rep, {"auto": None, "yes": True, "no": False}[args.use_tma])
+    host = host_overhead_us()
     summary = summarize(rows)
     print("\n# ours / other (TFLOP/s ratio)")
     for s in summary:
@@ -216,7 +295,7 @@ def main(argv=None) -> int:
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps({"environment": env, "results": rows, "summary": summary,
-                                        "memory": memory}, indent=1))
+                                        "memory": memory, "host_us": host}, indent=1))
         print(f"wrote {args.out}")
     return 0
 

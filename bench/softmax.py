@@ -32,13 +32,14 @@ def sweep_variants(n: int, dtype_name: str):
     """(label, softmax kwargs, TUNING overrides) schedule variants worth timing at row length n."""
     variants = [("auto", {}, {})]
     if n <= 16384:
-        variants += [(f"warps{w}", {}, {"rows_warps": w}) for w in (4, 8, 16)]
+        variants += [(f"warps{w}", {}, {"rows_warps": w}) for w in (4, 8, 16, 32)]
         if n >= 4096:
-            variants.append(("stream4096x1", {"block_size": 4096, "num_chunks": 1}, {}))
+            variants.append(("online4096", {"block_size": 4096, "num_chunks": 1}, {}))
     else:
-        variants += [(f"chunks{nc}", {"num_chunks": nc}, {}) for nc in (1, 4, 16)]
-        variants += [(f"stream{bs}w{w}", {"block_size": bs}, {"stream_warps": w})
-                     for bs, w in ((2048, 4), (8192, 8), (8192, 16))]
+        variants += [(f"chunks{nc}", {"num_chunks": nc}, {}) for nc in (1, 8, 16, 32)]
+        variants += [(f"online_pps{pps}_b{bs}_w{w}", {"num_chunks": 1},
+                      {"online_programs_per_sm": pps, "stream_block": bs, "stream_warps": w})
+                     for pps, bs, w in ((1, 4096, 8), (2, 4096, 8), (4, 4096, 8), (1, 8192, 16), (2, 8192, 16))]
     if dtype_name == "fp32":
         variants.append(("fast_exp", {}, {"precise_fp32": False}))
     return variants

@@ -16,6 +16,7 @@ the exponentials are plain ``exp2``.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -191,11 +192,11 @@ def _config(bm: int, bn: int, warps: int, stages: int) -> triton.Config:
 #: IEEE float32 products run on FMA units whose operand tiles live in registers, hence the
 #: small tiles there.
 AUTOTUNE_CONFIGS: dict[tuple[str, int], list[triton.Config]] = {
-    ("16bit", 16): [_config(128, 64, 4, 3), _config(64, 64, 4, 3)],
-    ("16bit", 32): [_config(128, 64, 4, 3), _config(64, 64, 4, 3)],
-    ("16bit", 64): [_config(128, 64, 4, 3), _config(128, 128, 8, 3), _config(64, 64, 4, 3)],
-    ("16bit", 128): [_config(128, 64, 8, 3), _config(128, 128, 8, 2), _config(64, 64, 4, 3)],
-    ("16bit", 256): [_config(128, 64, 8, 2), _config(64, 64, 4, 2), _config(64, 32, 4, 2)],
+    ("16bit", 16): [_config(64, 64, 4, 3), _config(128, 64, 4, 3)],
+    ("16bit", 32): [_config(64, 64, 4, 3), _config(128, 64, 4, 3)],
+    ("16bit", 64): [_config(64, 64, 4, 3), _config(128, 64, 8, 3)],
+    ("16bit", 128): [_config(64, 64, 4, 3), _config(128, 64, 8, 3)],
+    ("16bit", 256): [_config(64, 64, 4, 2), _config(128, 64, 8, 2), _config(64, 32, 4, 2)],
     ("tf32", 16): [_config(64, 64, 4, 3), _config(64, 32, 4, 3)],
     ("tf32", 32): [_config(64, 64, 4, 3), _config(64, 32, 4, 3)],
     ("tf32", 64): [_config(64, 64, 4, 3), _config(64, 32, 4, 3)],
@@ -235,21 +236,33 @@ _attn_fwd_tuned = triton.autotune(
 
 _DTYPE_ID = {torch.float16: 0, torch.bfloat16: 1, torch.float32: 2}
 
+#: Whether ``use_tma=None`` picks TMA descriptors where the hardware and strides allow.  Off:
+#: on an H200 (triton 3.6) the pointer path was as fast or faster at most shapes and costs
+#: ~40 us less host time per call (bench/attention.py --sweep, 2026-11-29).
+DEFAULT_USE_TMA = False
+
 
 def _block_d(head_dim: int) -> int:
     return max(16, triton.next_power_of_2(head_dim))  # tl.dot needs K >= 16
 
 
-def _tma_ok(*tensors: torch.Tensor) -> bool:
-    """Whether the copy engine can address these 4-D tensors (Hopper or later, aligned)."""
-    t0 = tensors[0]
-    if t0.device.type != "cuda" or torch.cuda.get_device_capability(t0.device)[0] < 9:
-        return False
+@functools.lru_cache(maxsize=None)
+def _capability(device_index: int) -> tuple[int, int]:
+    return torch.cuda.get_device_capability(device_index)
+
+
+def _tma_addressable(*tensors: torch.Tensor) -> bool:
+    """Unit last stride, 16-byte aligned base and other strides: what a TMA descriptor needs."""
     for t in tensors:
         elem = t.element_size()
         if t.stride(-1) != 1 or t.data_ptr() % 16 or any((st * elem) % 16 for st in t.stride()[:-1]):
             return False
     return True
+
+
+#: Tiling chosen by the autotuner per key, replayed without going through it again
+#: (the autotuner's per-call bookkeeping is a large part of the launch cost at small N).
+_TUNED: dict[tuple, triton.Config] = {}
 
 
 def _descriptor(t: torch.Tensor, rows: int, block_d: int) -> TensorDescriptor:
@@ -297,9 +310,10 @@ def attention(
             (default, also for None) in full IEEE float32.  Ignored for 16-bit inputs.
         config: fixed tiling ``{"BLOCK_M", "BLOCK_N", "num_warps", "num_stages"}`` instead of
             autotuning (the interpreter always uses a fixed tiling, 16 x 16 by default).
-        use_tma: load Q, K, V and store O through TMA tensor descriptors (default: on Hopper
-            and later when every stride but the last is 16-byte aligned); False forces
-            pointer loads.  True on the interpreter exercises the descriptor code path.
+        use_tma: True loads Q, K, V and stores O through TMA tensor descriptors (Hopper or
+            later; unit last stride, 16-byte aligned pointers and strides); False or None
+            (default, see ``DEFAULT_USE_TMA``) uses pointer loads.  True on the interpreter
+            exercises the descriptor code path.
 
     Returns:
         ``O`` with q's shape and dtype (contiguous), or ``(O, LSE)``.
@@ -348,16 +362,14 @@ def attention(
         mask_arg, mask_strides = out, (0, 0, 0, 0)  # never read
 
     block_d = _block_d(D)
-    aligned = all((st * q.element_size()) % 16 == 0 for t in (q, k, v, out) for st in t.stride()[:-1]) and all(
-        t.stride(-1) == 1 and t.data_ptr() % 16 == 0 for t in (q, k, v, out))
     if use_tma is None:
-        use_tma = _tma_ok(q, k, v, out)
-    elif use_tma and not aligned:
+        use_tma = (DEFAULT_USE_TMA and q.device.type == "cuda" and _capability(q.device.index or 0)[0] >= 9
+                   and _tma_addressable(q, k, v, out))
+    elif use_tma and not _tma_addressable(q, k, v, out):
         raise ValueError("use_tma=True needs unit last strides and 16-byte aligned pointers and strides")
     if use_tma:
-        bm0, bn0 = (config or {}).get("BLOCK_M", 16), (config or {}).get("BLOCK_N", 16)
-        q_arg, k_arg, v_arg, o_arg = (_descriptor(q, bm0, block_d), _descriptor(k, bn0, block_d),
-                                      _descriptor(v, bn0, block_d), _descriptor(out, bm0, block_d))
+        # Box shapes are placeholders until the tiling is known (set below or by the autotuner).
+        q_arg, k_arg, v_arg, o_arg = (_descriptor(t, 16, block_d) for t in (q, k, v, out))
     else:
         q_arg, k_arg, v_arg, o_arg = q, k, v, out
 
@@ -375,9 +387,19 @@ def attention(
     if config is None and interpreting():
         config = {"BLOCK_M": 16, "BLOCK_N": 16, "num_warps": 1, "num_stages": 1}
     if config is None:
-        grid = lambda m: (triton.cdiv(Nq, m["BLOCK_M"]), B * Hq)  # noqa: E731
-        _attn_fwd_tuned[grid](*args, **meta)
-    else:
+        key = (tune_n, args[-1], D, *meta.values())
+        best = _TUNED.get(key)
+        if best is None:
+            grid = lambda m: (triton.cdiv(Nq, m["BLOCK_M"]), B * Hq)  # noqa: E731
+            _attn_fwd_tuned[grid](*args, **meta)
+            _TUNED[key] = _attn_fwd_tuned.best_config
+            return (out, lse) if return_lse else out
+        config = dict(best.kwargs, num_warps=best.num_warps, num_stages=best.num_stages)
+    if config is not None:
+        if use_tma:
+            for desc, rows in ((q_arg, config["BLOCK_M"]), (o_arg, config["BLOCK_M"]),
+                               (k_arg, config["BLOCK_N"]), (v_arg, config["BLOCK_N"])):
+                desc.block_shape = [1, 1, rows, block_d]
         grid = (triton.cdiv(Nq, config["BLOCK_M"]), B * Hq)
         _attn_fwd_kernel[grid](*args, **meta, BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"],
                                num_warps=config.get("num_warps", 4), num_stages=config.get("num_stages", 2))

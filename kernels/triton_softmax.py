@@ -26,6 +26,7 @@ import triton.language as tl
 from kernels.triton_support import (
     check_device,
     check_dtype,
+    divide_rn,
     exp_diff,
     exp_diff_fast,
     interpreting,
@@ -43,7 +44,14 @@ STREAM_BLOCK = 4096
 #: Launch overrides for benchmarks (bench/softmax.py --sweep); None keeps the heuristics.
 #: "precise_fp32": False trades the ~1 ulp float32 path for hardware exp2 and approximate
 #: division (a few ulp), to measure what the accuracy costs.
-TUNING: dict = {"rows_warps": None, "stream_warps": None, "precise_fp32": True}
+TUNING: dict = {"rows_warps": None, "stream_warps": None, "stream_block": None,
+                "online_programs_per_sm": None, "precise_fp32": True}
+
+
+def _l2_bytes(device: torch.device) -> int:
+    if device.type != "cuda":
+        return 1 << 22
+    return getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 50 << 20)
 
 
 @triton.jit
@@ -72,7 +80,7 @@ def _divide(p, l, PRECISE: tl.constexpr):
     # l == 0 only for an all -inf row, where every p is 0: read it as 1 to give 0, not 0/0.
     l = tl.where(l == 0.0, 1.0, l)
     if PRECISE:
-        y = tl.math.div_rn(p, l)  # '/' lowers to a 2-ulp approximate division on NVIDIA
+        y = divide_rn(p, l)  # '/' lowers to a 2-ulp approximate division on NVIDIA
     else:
         y = p * (1.0 / l)
     return y
@@ -113,20 +121,24 @@ def _span_stats(x_row, lo, hi, BLOCK_N: tl.constexpr, PRECISE: tl.constexpr):
     m = tl.full([], float("-inf"), tl.float32)
     l = tl.zeros([], tl.float32)
     l_err = tl.zeros([], tl.float32)  # rounding error of the running sum (float32 path)
-    for start in range(lo, hi, BLOCK_N):
+    x = tl.load(x_row + lo + offs, mask=lo + offs < hi, other=float("-inf"))
+    for start in range(lo + BLOCK_N, hi + BLOCK_N, BLOCK_N):
+        # Issue the next block's load before working on this one: two blocks in flight.
         cols = start + offs
-        x = tl.load(x_row + cols, mask=cols < hi, other=float("-inf")).to(tl.float32)
-        m_new = tl.maximum(m, tl.max(x, axis=0))
+        x_next = tl.load(x_row + cols, mask=cols < hi, other=float("-inf"))
+        xf = x.to(tl.float32)
+        m_new = tl.maximum(m, tl.max(xf, axis=0))
         shift = safe_max(m_new)
         # While everything so far is -inf, shift is 0 and both exponentials are 0:
         # the rescale never evaluates exp(-inf - (-inf)).
         alpha = _exp(m, shift, PRECISE)
-        block_sum = _sum(_exp(x, shift, PRECISE), 0, PRECISE)
+        block_sum = _sum(_exp(xf, shift, PRECISE), 0, PRECISE)
         if PRECISE:
             l, l_err = _two_sum(l * alpha, block_sum, l_err * alpha)
         else:
             l = l * alpha + block_sum
         m = m_new
+        x = x_next
     return m, l + l_err
 
 
@@ -140,28 +152,31 @@ def _two_sum(a, b, err):
 @triton.jit
 def _span_normalize(x_row, y_row, lo, hi, shift, l, BLOCK_N: tl.constexpr, PRECISE: tl.constexpr):
     offs = tl.arange(0, BLOCK_N)
+    x = tl.load(x_row + lo + offs, mask=lo + offs < hi, other=float("-inf"))
     for start in range(lo, hi, BLOCK_N):
         cols = start + offs
-        mask = cols < hi
-        x = tl.load(x_row + cols, mask=mask, other=float("-inf")).to(tl.float32)
-        y = _divide(_exp(x, shift, PRECISE), l, PRECISE)
-        tl.store(y_row + cols, y.to(y_row.dtype.element_ty), mask=mask)
+        x_next = tl.load(x_row + BLOCK_N + cols, mask=BLOCK_N + cols < hi, other=float("-inf"))
+        y = _divide(_exp(x.to(tl.float32), shift, PRECISE), l, PRECISE)
+        tl.store(y_row + cols, y.to(y_row.dtype.element_ty), mask=cols < hi)
+        x = x_next
 
 
 @triton.jit
 def _softmax_online_kernel(
-    X, Y, LSE, n_cols, stride_xr, stride_yr,
+    X, Y, LSE, n_rows, n_cols, stride_xr, stride_yr,
     BLOCK_N: tl.constexpr, PRECISE: tl.constexpr, WRITE_Y: tl.constexpr, WRITE_LSE: tl.constexpr,
 ):
-    row = tl.program_id(0).to(tl.int64)
-    x_row = X + row * stride_xr
-    m, l = _span_stats(x_row, 0, n_cols, BLOCK_N, PRECISE)
-    shift = safe_max(m)
-    if WRITE_Y:
-        # Same program, just-read row: this second sweep is served mostly by L2.
-        _span_normalize(x_row, Y + row * stride_yr, 0, n_cols, shift, l, BLOCK_N, PRECISE)
-    if WRITE_LSE:
-        tl.store(LSE + row, _lse(shift, l))
+    # Persistent: a fixed number of programs walk the rows, so only that many rows are
+    # in flight and the normalizing sweep finds its row still in L2.
+    for row in range(tl.program_id(0), n_rows, tl.num_programs(0)):
+        row64 = tl.zeros([], tl.int64) + row  # 64-bit offsets (row is a plain int when interpreted)
+        x_row = X + row64 * stride_xr
+        m, l = _span_stats(x_row, 0, n_cols, BLOCK_N, PRECISE)
+        shift = safe_max(m)
+        if WRITE_Y:
+            _span_normalize(x_row, Y + row64 * stride_yr, 0, n_cols, shift, l, BLOCK_N, PRECISE)
+        if WRITE_LSE:
+            tl.store(LSE + row64, _lse(shift, l))
 
 
 @triton.jit
@@ -250,18 +265,22 @@ def _launch(x2: torch.Tensor, y2: torch.Tensor | None, lse: torch.Tensor | None,
         )
         return
 
-    stream = min(block, STREAM_BLOCK) if block_size is None else block
+    stream = min(block, TUNING["stream_block"] or STREAM_BLOCK) if block_size is None else block
     stream = min(stream, n_pow2)
     num_warps = TUNING["stream_warps"] or (8 if stream >= 2048 else 4)
     n_blocks = triton.cdiv(n_cols, stream)
+    sms = num_sms(x2.device)
     if num_chunks is None:
-        sms = num_sms(x2.device)
-        num_chunks = 1 if n_rows >= 4 * sms else min(n_blocks, triton.cdiv(4 * sms, n_rows))
+        num_chunks = 1 if n_rows >= 2 * sms else min(n_blocks, triton.cdiv(8 * sms, n_rows))
     num_chunks = max(1, min(int(num_chunks), n_blocks))
 
     if num_chunks == 1:
-        _softmax_online_kernel[(n_rows,)](
-            x2, y_arg, lse_arg, n_cols, x2.stride(0), stride_y,
+        # Enough programs to cover the GPU, few enough that their rows fit in half the L2.
+        row_bytes = n_cols * x2.element_size()
+        programs = TUNING["online_programs_per_sm"] and TUNING["online_programs_per_sm"] * sms
+        programs = programs or min(4 * sms, max(sms, _l2_bytes(x2.device) // (2 * row_bytes)))
+        _softmax_online_kernel[(max(1, min(n_rows, programs)),)](
+            x2, y_arg, lse_arg, n_rows, n_cols, x2.stride(0), stride_y,
             BLOCK_N=stream, PRECISE=precise, WRITE_Y=write_y, WRITE_LSE=write_lse, num_warps=num_warps,
         )
         return

@@ -1,4 +1,4 @@
-"""Command line: ``python -m verify {check,targets,replay}``.
+"""Command line: ``python -m verify {check,targets,replay,mutants}``.
 
 Exit codes: 0 no violation; 1 a violation (the shrunk counterexample is printed
 and saved, with the one command that replays it); 2 a problem before any
@@ -177,6 +177,27 @@ def cmd_replay(args) -> int:
     return EXIT_OK
 
 
+def cmd_mutants(args) -> int:
+    from verify import mutation
+    from verify.search import PROFILES, CheckOptions
+
+    import torch
+
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        raise UsageError("--device cuda was asked for, but torch sees no CUDA device here; use --device cpu")
+    per = max(5.0, args.budget / 25) if args.budget else None
+    opts = CheckOptions(device=args.device, max_examples=args.max_examples, seed=args.seed, budget_s=per,
+                        profile=PROFILES["gpu" if args.device.startswith("cuda") else "cpu"],
+                        compare_naive=False, shrink=not args.no_shrink)
+    print(f"{'mutant':<32} {'result':<14} {'to first failure':<26} {'bug class':<28} reference")
+    results = mutation.run_all(opts, names=args.only, progress=lambda r: print(mutation.table_line(r), flush=True))
+    summ = mutation.summary(results)
+    print(json.dumps(summ))
+    if args.json:
+        Path(args.json).write_text(json.dumps({"summary": summ, "results": [r.to_dict() for r in results]}, indent=2))
+    return EXIT_VIOLATION if summ["survivors"] or summ["controls_failed"] else EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m verify", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -187,10 +208,18 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("replay", help="re-run a saved counterexample bit for bit; exit 1 if it still violates")
     p.add_argument("file")
     p.add_argument("--device", default=None, help="override the recorded device")
+    p = sub.add_parser("mutants", help="run the suite against every known-broken kernel; exit 1 if one survives")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--budget", type=float, default=None, help="total seconds (split between mutants)")
+    p.add_argument("--max-examples", type=int, default=300, help="examples per dtype before a mutant survives")
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--only", action="append", metavar="NAME", help="run only this mutant (repeatable)")
+    p.add_argument("--no-shrink", action="store_true", help="report first failures unshrunk (faster)")
+    p.add_argument("--json", metavar="FILE", help="write the kill table as JSON")
     return parser
 
 
-COMMANDS = {"check": cmd_check, "targets": cmd_targets, "replay": cmd_replay}
+COMMANDS = {"check": cmd_check, "targets": cmd_targets, "replay": cmd_replay, "mutants": cmd_mutants}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -101,6 +101,11 @@ class AttentionTruth:
     lse: Certified  # (B, Hq, Nq): log-sum-exp of the scaled, masked scores
     row_status: torch.Tensor  # (B, Hq, Nq) int8
     expected_nonfinite: torch.Tensor  # (B, Hq, Nq, D) bool: NaN/inf inputs reach this element
+    expected_nan: torch.Tensor  # (B, Hq, Nq, D) bool: a NaN input reaches it (the output must be NaN)
+    # (B, Hq, Nq, D) bool: a NaN/inf sits in V only under zero weights (masked keys); IEEE gives
+    # 0 * NaN = NaN, so a P V product may turn it non-finite: such an element may be NaN, or exact.
+    may_be_nonfinite: torch.Tensor
+    input_has_nonfinite: bool  # any NaN / inf anywhere in q, k or v
     visible: torch.Tensor  # (B, Hq, Nq, Nk) bool: the effective causal & mask pattern
     fallback_rows: torch.Tensor  # (B, Hq, Nq) bool
     target: str
@@ -321,6 +326,13 @@ def attention_truth(
     status[no_key] = ROW_MASKED
     status[row_bad & ~no_key] = ROW_NONFINITE
     expected_nonfinite = (row_bad & ~no_key)[..., None] | (elem_bad & ~no_key[..., None])
+    # NaN must propagate; an infinity may legitimately end up as +-inf scores that a kernel
+    # treats as masked (inf - inf, inf * 0 differ by evaluation order), so only NaN is required.
+    row_nan = torch.isnan(q64).any(-1) | (vis & torch.isnan(k64).any(-1)[:, :, None, :]).any(-1)
+    elem_nan = (vis.to(torch.float64) @ torch.isnan(v64).to(torch.float64)) > 0
+    expected_nan = ((row_nan & ~no_key)[..., None] | (elem_nan & ~no_key[..., None])) & expected_nonfinite
+    v_col_bad = v_bad.any(-2)[:, :, None, :]  # (B,Hq,1,Dv)
+    may_be_nonfinite = v_col_bad & ~expected_nonfinite & ~no_key[..., None]
 
     qz = torch.nan_to_num(q64, nan=0.0, posinf=0.0, neginf=0.0)
     kz = torch.nan_to_num(k64, nan=0.0, posinf=0.0, neginf=0.0)
@@ -389,6 +401,9 @@ def attention_truth(
         lse=Certified(lse, lse_lo, bound_lse),
         row_status=status,
         expected_nonfinite=expected_nonfinite,
+        expected_nan=expected_nan,
+        may_be_nonfinite=may_be_nonfinite.expand_as(expected_nonfinite),
+        input_has_nonfinite=bool(q_bad.any() or k_bad.any() or v_bad.any()),
         visible=vis,
         fallback_rows=undecided,
         target=fmt.name,

@@ -18,7 +18,7 @@ from typing import Any
 
 import hypothesis
 import torch
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import target as hyp_target
 
 import strategies
@@ -37,7 +37,7 @@ class SizeProfile:
 
     softmax_max_length: int = 300
     softmax_max_rows: int = 8
-    attention_max_seq: int = 48
+    attention_max_seq: int = 160
     attention_max_batch: int = 2
     attention_max_heads: int = 4
     head_dims: tuple[int, ...] | None = None
@@ -71,6 +71,7 @@ class CheckOptions:
     budget_s: float | None = None  # per dtype wall-clock budget
     database: Any = None  # a Hypothesis ExampleDatabase, or None
     compare_naive: bool = True
+    shrink: bool = True  # False: report the first failing example as found (faster kills)
 
 
 @dataclass
@@ -105,6 +106,8 @@ class CellResult:
     worst_case: str | None = None
     worst_artifact: str | None = None
     cut_by_budget: bool = False
+    seconds_to_first_failure: float | None = None
+    examples_to_first_failure: int | None = None
     samples: list = field(default_factory=list)  # sampled errors, for distributions
     tolerance_samples: list = field(default_factory=list)
 
@@ -205,8 +208,10 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
             if ev.max_ratio > state["worst"]:
                 state["worst"], state["worst_case"] = ev.max_ratio, case
 
+    phases = tuple(Phase) if opts.shrink else (Phase.explicit, Phase.reuse, Phase.generate, Phase.target)
+
     @settings(max_examples=opts.max_examples, deadline=None, database=opts.database, derandomize=False,
-              report_multiple_bugs=False, print_blob=False,
+              report_multiple_bugs=False, print_blob=False, phases=phases,
               suppress_health_check=list(HealthCheck))
     @given(case=_strategy(target, fmt.name, opts))
     def property_holds(case) -> None:
@@ -221,6 +226,9 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
         ratio = out.evaluation.max_ratio
         hyp_target(min(ratio, 1e12), label="error/tolerance")
         if out.evaluation.violations:
+            if not state["found"]:
+                state["first_failure_s"] = time.perf_counter() - start
+                cell.examples_to_first_failure = cell.examples + 1
             state["found"] = True
             raise _ViolationFound(out.evaluation.violations[0], case, out)
 
@@ -247,12 +255,17 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
         cell.worst_case = state["worst_case"].describe()
         cell.worst_artifact = _save(state["worst_case"], cell, opts, None, "worst-case")
     cell.seconds = time.perf_counter() - start
+    cell.seconds_to_first_failure = state.get("first_failure_s")
     if cell.min_tolerance_seen == float("inf"):
         cell.min_tolerance_seen = 0.0
     return cell
 
 
-def check_target(target: Target, opts: CheckOptions) -> list[CellResult]:
-    """Every requested dtype of one target."""
-    dtypes = opts.dtypes or target.caps.dtypes
-    return [check_cell(target, d, opts) for d in dtypes]
+def check_target(target: Target, opts: CheckOptions, *, stop_at_first_violation: bool = False) -> list[CellResult]:
+    """Every requested dtype of one target (optionally stopping once one dtype violates)."""
+    cells = []
+    for d in opts.dtypes or target.caps.dtypes:
+        cells.append(check_cell(target, d, opts))
+        if stop_at_first_violation and cells[-1].status == "violated":
+            break
+    return cells

@@ -1,0 +1,97 @@
+"""The command line: exit codes, messages, reports and replay, run as a user would."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, "-m", "verify", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_targets_lists_builtins_with_capabilities() -> None:
+    r = run("targets", "--json")
+    assert r.returncode == 0, r.stderr
+    rows = {t["name"]: t for t in json.loads(r.stdout)}
+    assert {"torch.softmax", "sdpa-math", "ref-online-softmax", "ref-blocked-attention"} <= set(rows)
+    assert "cpu" in rows["torch.softmax"]["available_here"]
+
+
+def test_check_passes_a_correct_target_and_writes_report(tmp_path: Path) -> None:
+    r = run("check", "--op", "softmax", "--target", "torch.softmax", "--dtype", "float32", "--dtype", "bf16",
+            "--max-examples", "25", "--seed", "3", "--report", str(tmp_path))
+    assert r.returncode == 0, r.stdout + r.stderr
+    doc = json.loads((tmp_path / "report.json").read_text())
+    cells = {c["dtype"]: c for c in doc["cells"]}
+    assert set(cells) == {"float32", "bfloat16"}
+    for c in cells.values():
+        assert c["status"] == "passed" and c["examples"] == 25 and c["violation"] is None
+        assert 0 <= c["max_error"] and c["max_error_over_tolerance"] <= 1
+        assert c["worst_case_artifact"] and Path(c["worst_case_artifact"]).exists()
+
+
+def test_violation_exits_1_prints_counterexample_and_replays(tmp_path: Path) -> None:
+    r = run("check", "--op", "softmax", "--target", "softmax-tail-pad-zero", "--dtype", "float32",
+            "--max-examples", "50", "--seed", "1", cwd=tmp_path)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "VIOLATION" in r.stdout and "shrunk counterexample" in r.stdout
+    m = re.search(r"replay: (python -m verify replay (\S+))", r.stdout)
+    assert m, r.stdout
+    rep = run("replay", m.group(2), cwd=tmp_path)
+    assert rep.returncode == 1 and "VIOLATION" in rep.stdout
+    # the same artifact replays clean against a correct target: the inputs are what failed, not the file
+    art = json.loads(Path(tmp_path / m.group(2)).with_suffix(".json").read_text())
+    assert art["target"] == "softmax-tail-pad-zero" and art["violation"]["kind"] == "accuracy"
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["check", "--op", "softmax", "--target", "no-such-target"], "no registered target"),
+    (["check", "--op", "softmax", "--target", "torch.softmax", "--dtype", "float7"], "unknown dtype"),
+    (["check", "--op", "softmax", "--target", "not_a_module_xyz:fn"], "cannot import module"),
+    (["check", "--op", "softmax", "--target", "missing_file.py:fn"], "does not exist"),
+    (["check", "--op", "attention", "--target", "torch.softmax"], "computes softmax"),
+    (["check", "--op", "softmax", "--target", "torch.softmax", "--max-examples", "0"], "at least 1"),
+    (["check", "--op", "softmax"], "required"),
+    (["replay", "nowhere.pt"], "no such artifact"),
+])
+def test_bad_input_exits_2_with_a_clear_message(args: list[str], needle: str) -> None:
+    r = run(*args)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert needle in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_user_file_targets_and_their_failures(tmp_path: Path) -> None:
+    (tmp_path / "mykernels.py").write_text(textwrap.dedent("""
+        import torch
+        CONSTANT = 3
+        def good(x):
+            return torch.softmax(x.double(), -1).to(x.dtype)
+        def raises(x):
+            raise RuntimeError("kernel launch failed")
+        def wrong_shape(x):
+            return torch.softmax(x, -1)[..., :1]
+    """))
+    ok = run("check", "--op", "softmax", "--target", "mykernels.py:good", "--dtype", "float32",
+             "--max-examples", "15", cwd=tmp_path)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    bad = run("check", "--op", "softmax", "--target", "mykernels.py:raises", "--dtype", "float32",
+              "--max-examples", "5", cwd=tmp_path)
+    assert bad.returncode == 1 and "RuntimeError: kernel launch failed" in bad.stdout
+    shape = run("check", "--op", "softmax", "--target", "mykernels.py:wrong_shape", "--dtype", "float32",
+                "--max-examples", "5", cwd=tmp_path)
+    assert shape.returncode == 1 and "expected shape" in shape.stdout
+    notcallable = run("check", "--op", "softmax", "--target", "mykernels.py:CONSTANT", cwd=tmp_path)
+    assert notcallable.returncode == 2 and "not a callable" in notcallable.stderr
