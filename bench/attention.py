@@ -67,9 +67,13 @@ def make_runners(backends, causal: bool, n: int, scale: float, use_tma=None):
 
         runners[name] = run
     if "flex" in backends:
+        import torch._dynamo
         from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
-        flex = torch.compile(flex_attention)
+        # A fresh static compile per shape: without the reset, dynamo switches to dynamic
+        # shapes after a few recompiles and then to eager (N x N) flex past its recompile limit.
+        torch._dynamo.reset()
+        flex = torch.compile(flex_attention, dynamic=False)
         block_mask = None
         if causal:
             block_mask = create_block_mask(lambda b, h, qi, kj: kj <= qi, None, None, n, n, device="cuda")
@@ -150,7 +154,8 @@ def sweep_case(dtype_name, d, n, causal, warmup, rep):
                 row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}"
             rows.append(row)
     best = max((r for r in rows if "tflops" in r), key=lambda r: r["tflops"], default=None)
-    line = "  ".join(f"{'T' if r['tma'] else 'P'}{tuple(r['config'])}:{r.get('tflops', float('nan')):.0f}" for r in rows)
+    line = "  ".join(f"{'T' if r['tma'] else 'P'}{tuple(r['config'])}:{r.get('tflops', float('nan')):.0f}"
+                     for r in rows)
     print(f"sweep {dtype_name} D={d} N={n} causal={int(causal)} best "
           f"{('T' if best['tma'] else 'P') + str(tuple(best['config'])) if best else '-'}  |  {line}", flush=True)
     return rows
@@ -276,7 +281,8 @@ def main(argv=None) -> int:
         return 0
     rows = []
     for case in cases:
-        rows += bench_case(*case, backends, args.warmup, args.rep, {"auto": None, "yes": True, "no": False}[args.use_tma])
+        use_tma = {"auto": None, "yes": True, "no": False}[args.use_tma]
+        rows += bench_case(*case, backends, args.warmup, args.rep, use_tma)
     host = host_overhead_us()
     summary = summarize(rows)
     print("\n# ours / other (TFLOP/s ratio)")

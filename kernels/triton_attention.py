@@ -26,7 +26,7 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 
 from kernels.triton_support import LN2, check_device, check_dtype, interpreting, safe_max
 
-__all__ = ["attention", "attention_fp32_ieee", "attention_fp32_tf32", "AUTOTUNE_CONFIGS"]
+__all__ = ["attention", "attention_fp32_ieee", "attention_fp32_tf32", "AUTOTUNE_CONFIGS", "MAX_HEAD_DIM"]
 
 
 @triton.jit
@@ -236,6 +236,9 @@ _attn_fwd_tuned = triton.autotune(
 
 _DTYPE_ID = {torch.float16: 0, torch.bfloat16: 1, torch.float32: 2}
 
+#: Largest head dim: every candidate tiling keeps Q, a K and a V tile of BLOCK_D <= 256 on chip.
+MAX_HEAD_DIM = 256
+
 #: Whether ``use_tma=None`` picks TMA descriptors where the hardware and strides allow.  Off:
 #: on an H200 (triton 3.6) the pointer path was as fast or faster at most shapes and costs
 #: ~40 us less host time per call (bench/attention.py --sweep, 2026-11-29).
@@ -299,7 +302,8 @@ def attention(
 
     Args:
         q: ``(B, Hq, Nq, D)``; k, v: ``(B, Hkv, Nk, D)``; one dtype among float16, bfloat16,
-            float32; any strides; ``Nq, Nk >= 1``; ``Hq % Hkv == 0``; any ``D >= 1``.
+            float32; any strides; ``Nq, Nk >= 1``; ``Hq % Hkv == 0``; ``1 <= D <= 256``
+            (padded to a power of two >= 16 on chip; the padding contributes 0).
         scale: multiplier of the scores, any finite float (negative too).
         causal: hide keys ``j > i``.
         mask: boolean, broadcastable to ``(B, Hq, Nq, Nk)``; True = attend.  Broadcast
@@ -339,8 +343,8 @@ def attention(
         raise ValueError(f"q {tuple(q.shape)} and k {tuple(k.shape)} disagree on batch or head dim")
     if Hkv < 1 or Hq % Hkv:
         raise ValueError(f"query heads ({Hq}) must be a multiple of key/value heads ({Hkv})")
-    if Nq < 1 or Nk < 1 or D < 1:
-        raise ValueError(f"need Nq, Nk, D >= 1, got Nq={Nq}, Nk={Nk}, D={D}")
+    if Nq < 1 or Nk < 1 or not 1 <= D <= MAX_HEAD_DIM:
+        raise ValueError(f"need Nq, Nk >= 1 and 1 <= D <= {MAX_HEAD_DIM}, got Nq={Nq}, Nk={Nk}, D={D}")
     if not math.isfinite(scale):
         raise ValueError(f"scale must be finite, got {scale}")
     if mask is not None and mask.dtype != torch.bool:

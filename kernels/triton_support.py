@@ -47,7 +47,8 @@ def check_device(*tensors: torch.Tensor) -> None:
         raise ValueError(f"all tensors must be on one device, got {sorted(map(str, devices))}")
     (device,) = devices
     if device.type == "cpu" and not interpreting():
-        raise ValueError("CPU tensors need TRITON_INTERPRET=1 (set before triton is imported); use CUDA tensors otherwise")
+        raise ValueError("CPU tensors need TRITON_INTERPRET=1 (set before triton is imported); "
+                         "use CUDA tensors otherwise")
     if device.type not in ("cpu", "cuda"):
         raise ValueError(f"unsupported device {device}")
 

@@ -35,7 +35,7 @@ def cell_to_dict(cell) -> dict[str, Any]:
         "tolerance_range": [cell.min_tolerance_seen, cell.max_tolerance_seen],
         "normwise_relative_error_max": cell.normwise_max,
         "flash_rule_ratio_max": cell.flash_rule_max, "flash_rule_examples_over_2": cell.flash_rule_over_2,
-        "flushed_to_zero": cell.flushed, "negative_zeros": cell.negative_zeros,
+        "flushed_to_zero": cell.flushed, "ill_conditioned_elements": cell.ill_conditioned, "negative_zeros": cell.negative_zeros,
         "oracle_fallback_rows": cell.fallback_rows, "features": dict(cell.features),
         "violation": v.to_dict() if v else None, "counterexample": cell.counterexample,
         "artifact": cell.artifact, "worst_case": cell.worst_case, "worst_case_artifact": cell.worst_artifact,

@@ -23,8 +23,16 @@ if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 from kernels.triton_attention import attention, attention_fp32_ieee, attention_fp32_tf32  # noqa: E402
-from kernels.triton_softmax import softmax, softmax_lse  # noqa: E402
+from kernels.triton_softmax import MAX_SINGLE_BLOCK, softmax, softmax_lse  # noqa: E402
 from kernels.triton_support import interpreting  # noqa: E402
+
+# The interpreter evaluates kernels with numpy, which warns on the inf / NaN arithmetic
+# that the special-value tests exercise on purpose.
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning"),
+    pytest.mark.filterwarnings("ignore:divide by zero encountered:RuntimeWarning"),
+    pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning"),
+]
 
 INTERPRETED = interpreting()
 DEVICE = "cpu" if INTERPRETED else "cuda"
@@ -80,20 +88,28 @@ def ulp32(r: torch.Tensor) -> torch.Tensor:
     return (torch.nextafter(r32, torch.full_like(r32, float("inf"))) - r32).double()
 
 
-def assert_softmax_close(y, x, max_ulp=3.0):
+def assert_softmax_close(y, x, max_ulp=4.0, over_2ulp=1e-3):
     r, _ = ref_softmax(x)
     assert y.shape == x.shape and y.dtype == x.dtype
     assert torch.equal(y.isnan(), r.isnan()), "NaN pattern differs from the contract"
     finite = ~r.isnan()
     err = (y.double() - r).abs()[finite]
     if x.dtype == torch.float32:
+        # Three roundings (exp, sum, quotient) give up to ~2.5 ulp even when each is exact to
+        # half an ulp; allow a little beyond that, but almost every entry within 2 ulp.
         ulps = err / ulp32(r[finite])
         assert ulps.max() <= max_ulp, f"max error {ulps.max().item():.2f} ulp"
+        beyond = int((ulps > 2).sum())
+        assert beyond <= max(3, over_2ulp * ulps.numel()), f"{beyond} of {ulps.numel()} entries beyond 2 ulp"
     else:
         eps = torch.finfo(x.dtype).eps
         tiny = torch.finfo(x.dtype).smallest_normal
         assert (err <= eps * r[finite].abs() + tiny).all(), f"max abs error {err.max().item():.3g}"
 
+
+# Streamed rows also round the rescale factor exp(m_old - m_new) each time the running
+# maximum grows: a few more entries land between 2 and 4 ulp.
+STREAMED_OVER_2ULP = 2e-2
 
 ATTN_TOL = {torch.float16: 2e-3, torch.bfloat16: 1.6e-2, "ieee": 2e-5, "tf32": 4e-3}
 
@@ -143,7 +159,7 @@ def test_softmax_streaming_paths(n, block_size, num_chunks):
     x = randn(3, n, scale=4.0)
     x[1, : n // 2] -= 30.0  # the running maximum jumps between blocks
     y, lse = softmax(x, return_lse=True, block_size=block_size, num_chunks=num_chunks)
-    assert_softmax_close(y, x)
+    assert_softmax_close(y, x, over_2ulp=STREAMED_OVER_2ULP)
     _, rl = ref_softmax(x)
     assert torch.allclose(lse.double(), rl, rtol=1e-6, atol=1e-6)
     assert torch.allclose(softmax_lse(x, block_size=block_size, num_chunks=num_chunks), lse)
@@ -154,13 +170,13 @@ def test_softmax_persistent_rows():
     x = randn(40, 200, scale=3.0)
     x[7] = NEG_INF
     y, lse = softmax(x, return_lse=True, block_size=64, num_chunks=1)
-    assert_softmax_close(y, x)
+    assert_softmax_close(y, x, over_2ulp=STREAMED_OVER_2ULP)
     assert lse[7] == NEG_INF and torch.isfinite(lse[8:]).all()
 
 
 def test_softmax_long_row_online():
     x = randn(2, 5000, scale=2.0)
-    assert_softmax_close(softmax(x, block_size=512, num_chunks=1), x)
+    assert_softmax_close(softmax(x, block_size=512, num_chunks=1), x, over_2ulp=STREAMED_OVER_2ULP)
     xh = x.half()
     assert_softmax_close(softmax(xh, block_size=512, num_chunks=2), xh)
 
@@ -185,7 +201,7 @@ def test_softmax_special_values(path, dtype):
     for row in (1, 2, 5, 6):
         assert y[row].isnan().all() and lse[row].isnan()
     assert (y[3, ::3] == 0).all() and (y[4, :100] == 0).all()
-    assert_softmax_close(y, x)
+    assert_softmax_close(y, x, over_2ulp=STREAMED_OVER_2ULP if path else 1e-3)
     r, rl = ref_softmax(x)
     ok = ~rl.isnan()
     assert torch.allclose(lse[ok].double(), rl[ok], rtol=1e-6, atol=1e-6)
@@ -198,7 +214,7 @@ def test_softmax_extreme_finite_values():
     x[2, 3] = 1e30
     x[3] = 1e-40  # subnormal inputs
     assert_softmax_close(softmax(x), x)
-    assert_softmax_close(softmax(x, block_size=32), x)
+    assert_softmax_close(softmax(x, block_size=32), x, over_2ulp=STREAMED_OVER_2ULP)
 
 
 def test_softmax_shapes_and_strides():
@@ -209,7 +225,7 @@ def test_softmax_shapes_and_strides():
     assert_softmax_close(softmax(xt), xt)
     xs = randn(4, 9, 80)[:, ::2, 5:60]  # strided leading dims, offset start
     assert_softmax_close(softmax(xs), xs)
-    assert_softmax_close(softmax(xs, block_size=16), xs)
+    assert_softmax_close(softmax(xs, block_size=16), xs, over_2ulp=STREAMED_OVER_2ULP)
     x1 = randn(33)
     assert_softmax_close(softmax(x1), x1)
     x0 = randn(())
@@ -361,6 +377,8 @@ def test_attention_errors():
         attn(q, k, v, scale=1.0, mask=torch.ones(3, 8, dtype=torch.bool, device=DEVICE))
     with pytest.raises(ValueError):
         attn(q[:, :, :0], k, v, scale=1.0)
+    with pytest.raises(ValueError):
+        attn(*qkv(1, 1, 1, 4, 4, 257), scale=1.0)  # head dim beyond MAX_HEAD_DIM
 
 
 @pytest.mark.interpreter
@@ -386,11 +404,11 @@ def test_gpu_softmax_sizes(n, dtype):
     x = randn(rows, n, dtype=dtype, scale=3.0)
     x[0, : n // 3] = NEG_INF
     y, lse = softmax(x, return_lse=True)
-    assert_softmax_close(y, x)
+    assert_softmax_close(y, x, over_2ulp=STREAMED_OVER_2ULP if n > MAX_SINGLE_BLOCK else 1e-3)
     _, rl = ref_softmax(x)
     assert torch.allclose(lse.double(), rl, rtol=1e-6, atol=1e-5)
     ys = softmax(x, num_chunks=4) if n > 4096 else softmax(x, block_size=1024)
-    assert_softmax_close(ys, x)
+    assert_softmax_close(ys, x, over_2ulp=STREAMED_OVER_2ULP)
 
 
 @gpu
@@ -403,7 +421,7 @@ def test_gpu_softmax_special_rows(n):
     x[3, : n - 5] = NEG_INF
     for kw in ({}, {"num_chunks": 1}, {"num_chunks": 3}):
         y, lse = softmax(x, return_lse=True, **kw)
-        assert_softmax_close(y, x)
+        assert_softmax_close(y, x, over_2ulp=STREAMED_OVER_2ULP)
         assert (y[0] == 0).all() and lse[0] == NEG_INF
 
 

@@ -61,6 +61,7 @@ class Evaluation:
     errors: torch.Tensor | None = None  # measured errors (ULPs or condition units), finite elements
     tolerances: torch.Tensor | None = None
     flushed: int = 0
+    ill_conditioned: int = 0  # elements whose a-priori bound is unbounded (not measured)
     negative_zeros: int = 0
     normwise: float = 0.0
     abs_max: float = 0.0
@@ -191,8 +192,18 @@ def evaluate_softmax(
     return ev
 
 
+def value_range(v: torch.Tensor, heads_q: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per (B, Hq, 1, Dv): min and max of the finite values of the head's keys (float64)."""
+    v64 = v.detach().to(torch.float64).repeat_interleave(heads_q // v.shape[1], dim=1)
+    fin = torch.isfinite(v64)
+    lo = torch.where(fin, v64, torch.full_like(v64, float("inf"))).amin(-2, keepdim=True)
+    hi = torch.where(fin, v64, torch.full_like(v64, -float("inf"))).amax(-2, keepdim=True)
+    return lo, hi
+
+
 def evaluate_attention(
-    got: torch.Tensor, truth: AttentionTruth, tol_units: torch.Tensor, masked_rows: str = "either"
+    got: torch.Tensor, truth: AttentionTruth, tol_units: torch.Tensor, masked_rows: str = "either",
+    v: torch.Tensor | None = None,
 ) -> Evaluation:
     """Check an attention output against the contract and the tolerance (condition units)."""
     fmt = get_format(truth.target)
@@ -216,8 +227,24 @@ def evaluate_attention(
                       f"or value) but they are not NaN: {v.message}", v.index, v.got)
         )
 
+    # Ill-conditioned elements (infinite tolerance) are still a convex combination of the
+    # values: outside their hull is wrong whatever the conditioning.  Checked against all keys
+    # of the head (a cheap superset), with room for float32-level rounding of the sums.
+    outside = torch.zeros_like(finite_el)
+    if v is not None:
+        vmin, vmax = (t.to(g.device) for t in value_range(v, g.shape[1]))
+        nk = v.shape[-2]
+        slack = (nk + 8) * 2.0**-20 * torch.maximum(vmin.abs(), vmax.abs()) + fmt.smallest_subnormal
+        outside = finite_el & torch.isinf(tol_units) & torch.isfinite(g) & ((g < vmin - slack) | (g > vmax + slack))
+    if outside.any():
+        dist = torch.maximum(vmin - g, g - vmax)
+        v = _worst("range", outside, dist, g, truth.out.hi, None, None, "")
+        ev.violations.append(Violation("range", f"outside the range of the values, which no softmax weighting "
+                                       f"can reach: {v.message}", v.index, v.got, v.expected))
+
     err = metrics.condition_error(got, truth.out, truth.cond, fmt)
-    measured = finite_el & torch.isfinite(err)
+    ev.ill_conditioned = int((finite_el & torch.isinf(tol_units)).sum())
+    measured = finite_el & torch.isfinite(err) & torch.isfinite(tol_units)
     ratio = err / tol_units
     bad = measured & (ratio > 1)
     if bad.any():

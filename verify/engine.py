@@ -123,7 +123,7 @@ def check_attention_input(
     osecs = time.perf_counter() - t0
     model = tolerance.ToleranceModel.for_target(target.caps, fmt.name)
     tol = tolerance.attention_tolerance_units(q, v, truth, fmt, model)
-    ev = contracts.evaluate_attention(out, truth, tol, masked_rows)
+    ev = contracts.evaluate_attention(out, truth, tol, masked_rows, v=v)
     naive = 0.0
     if compare_naive:
         ref = reference.naive_attention(q, k, v, scale=scale, causal=causal, mask=mask)

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 import torch
 
-from verify import mp_reference
+from verify import exact_rows, mp_reference
 from verify.dtypes import FloatFormat, get_format
 from verify.rounding import distance_to_midpoint, round_to_format, ulp
 
@@ -384,7 +384,7 @@ def attention_truth(
     lse_lo = torch.zeros_like(lse)
     if undecided.any():
         o, o_lo, bound_o, c_low, lse, lse_lo, bound_lse = _attention_fallback(
-            q64, k64, v64, vis, scale, undecided, o, o_lo, bound_o, c_low, lse, lse_lo, bound_lse, prec
+            qz, kz, vz, vis, scale, undecided, o, o_lo, bound_o, c_low, lse, lse_lo, bound_lse, prec
         )
 
     zero = torch.zeros_like(o)
@@ -414,25 +414,20 @@ def attention_truth(
 
 
 def _attention_fallback(q64, k64, v64, vis, scale, undecided, o, o_lo, bound_o, c_low, lse, lse_lo, bound_lse, prec):
-    """Recompute undecided query rows with mpmath on the CPU and splice them in."""
+    """Recompute undecided query rows exactly (``verify.exact_rows``) on the CPU and splice them in."""
     o, o_lo, bound_o, c_low = o.clone(), o_lo.clone(), bound_o.clone(), c_low.clone()
     lse, lse_lo, bound_lse = lse.clone(), lse_lo.clone(), bound_lse.clone()
+    und = undecided.cpu()
     qc, kc, vc, visc = q64.cpu(), k64.cpu(), v64.cpu(), vis.cpu()
-    for b, h, i in torch.nonzero(undecided.cpu()).tolist():
-        keys = kc[b, h].tolist()
-        vals = vc[b, h].tolist()
-        r = mp_reference.attention_row(qc[b, h, i].tolist(), keys, vals, visc[b, h, i].tolist(), scale, prec)
-        pairs = [_mp_to_pair(x) for x in r.values]
-        # the condition scale, rounded down so that it stays a lower bound
-        cond = [float(c) * (1 - 2.0**-50) for c in r.cond]
+    for b, h in torch.nonzero(und.any(-1)).tolist():
+        rows = torch.nonzero(und[b, h]).flatten()
+        r = exact_rows.attention_rows(qc[b, h, rows], kc[b, h], vc[b, h], visc[b, h, rows], scale, prec)
         dev = o.device
-        o[b, h, i] = torch.tensor([a for a, _ in pairs], dtype=torch.float64, device=dev)
-        o_lo[b, h, i] = torch.tensor([x for _, x in pairs], dtype=torch.float64, device=dev)
-        c_low[b, h, i] = torch.tensor(cond, dtype=torch.float64, device=dev)
-        # |o - exact| <= rel_bound * cond (mp_reference's contract) plus the hi+lo split
-        his = torch.tensor([abs(a) for a, _ in pairs], dtype=torch.float64, device=dev)
-        bound_o[b, h, i] = c_low[b, h, i] * (r.rel_bound + 2.0**-100) + his * 2.0**-104
-        lh, ll = _mp_to_pair(r.lse)
-        lse[b, h, i], lse_lo[b, h, i] = lh, ll
-        bound_lse[b, h, i] = abs(lh) * (r.rel_bound + 2.0**-104) + 2.0 ** (-prec + 8)
+        o[b, h, rows.to(dev)] = r["out_hi"].to(dev)
+        o_lo[b, h, rows.to(dev)] = r["out_lo"].to(dev)
+        c_low[b, h, rows.to(dev)] = r["cond"].to(dev)
+        bound_o[b, h, rows.to(dev)] = (r["cond"] * (r["rel_bound"] + 2.0**-100) + r["abs_floor"]).to(dev)
+        lse[b, h, rows.to(dev)] = r["lse_hi"].to(dev)
+        lse_lo[b, h, rows.to(dev)] = r["lse_lo"].to(dev)
+        bound_lse[b, h, rows.to(dev)] = (r["lse_hi"].abs() * (r["rel_bound"] + 2.0**-104) + 2.0 ** (-prec + 8)).to(dev)
     return o, o_lo, bound_o, c_low, lse, lse_lo, bound_lse

@@ -97,6 +97,7 @@ class CellResult:
     flash_rule_max: float = 0.0
     flash_rule_over_2: int = 0
     flushed: int = 0
+    ill_conditioned: int = 0
     negative_zeros: int = 0
     fallback_rows: int = 0
     features: Counter = field(default_factory=Counter)
@@ -186,6 +187,7 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
         cell.oracle_seconds += out.oracle_seconds
         cell.fallback_rows += out.fallback_rows
         cell.flushed += ev.flushed
+        cell.ill_conditioned += ev.ill_conditioned
         cell.negative_zeros += ev.negative_zeros
         cell.normwise_max = max(cell.normwise_max, ev.normwise)
         fr = out.flash_rule_ratio

@@ -27,6 +27,12 @@ Attention, element (i, d), in units of u_T * sum_j p_j |v_jd| (``verify.metrics`
 First-order bounds are rigorous up to O(u^2) terms; ``safety`` (1.25) absorbs
 those and equivalent reorderings.  flash-attention's own rule (error <= 2x a
 naive same-dtype implementation) is reported beside it by the engine.
+
+Rows where the bound on a score's error exceeds ILL_CONDITIONED_ARGUMENT_ERROR
+are ill-conditioned in the compute precision (e.g. |scale q.k| ~ 1e30 in
+float32): they get an infinite tolerance, are counted separately, and only the
+contract's hull check applies (an attention output is a convex combination of
+the visible values).
 """
 
 from __future__ import annotations
@@ -39,6 +45,10 @@ from verify.capabilities import Capabilities
 from verify.dtypes import FloatFormat, get_format
 from verify.oracle import AttentionTruth, SoftmaxTruth
 from verify.rounding import ulp
+
+
+#: A bound on the error of exp's argument above this makes a first-order analysis meaningless.
+ILL_CONDITIONED_ARGUMENT_ERROR = 0.25
 
 
 @dataclass(frozen=True)
@@ -156,5 +166,12 @@ def attention_tolerance_units(
     num = weighted + cond * (eps_l + _gamma(Nk, u_c) + u_p + 2 * u_c) + flush
     denom = torch.clamp(fmt.unit_roundoff * cond, min=fmt.smallest_subnormal)
     tol = 1.0 + model.safety * num / denom
+    # Where a score's error bound reaches ~1, exp() turns it into an O(1) relative error and a
+    # first-order bound says nothing: any convex combination of the values is then defensible
+    # (the contract still checks the hull).  Such rows get an infinite tolerance and are counted.
+    arg_err = truth.abs_scores * (2 * u_dot_in + _gamma(D, u_c) + u_c) + u_c * 2 * absd
+    arg_err = torch.where(truth.visible, arg_err, torch.zeros_like(arg_err))
+    ill = (arg_err.amax(-1, keepdim=True) > ILL_CONDITIONED_ARGUMENT_ERROR) | ~torch.isfinite(arg_err).all(-1, keepdim=True)
+    tol = torch.where(ill, torch.full_like(tol, float("inf")), tol)
     finite = (truth.row_status == 0)[..., None] & ~truth.expected_nonfinite
     return torch.where(finite, tol, torch.full_like(tol, float("nan")))
