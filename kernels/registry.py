@@ -49,7 +49,13 @@ def _load_builtins() -> None:
     if _LOADED:
         return
     _LOADED = True
-    from kernels import builtin_targets, mutants  # noqa: F401  (register on import)
+    from kernels import builtin_targets, mutants, peer_targets  # noqa: F401  (register on import)
+
+    try:
+        import triton  # noqa: F401
+    except ImportError:  # the Triton kernels are an optional extra
+        return
+    from kernels import triton_targets  # noqa: F401
 
 
 def all_targets(op: str | None = None) -> list[Target]:

@@ -216,15 +216,15 @@ def evaluate_attention(
     nonfinite = finite_el & ~torch.isfinite(g) & ~truth.may_be_nonfinite
     if nonfinite.any():
         kind = "leak" if special_input else "nan-propagation"
-        v = _worst(kind, nonfinite, torch.ones_like(g), g, truth.out.hi, None, None, "")
+        viol = _worst(kind, nonfinite, torch.ones_like(g), g, truth.out.hi, None, None, "")
         what = "a NaN/inf input leaked into an element it cannot reach" if special_input else "non-finite output"
-        ev.violations.append(Violation(kind, f"{what}: {v.message}", v.index, v.got, v.expected))
+        ev.violations.append(Violation(kind, f"{what}: {viol.message}", viol.index, viol.got, viol.expected))
     should_be_nan = truth.expected_nan & ~torch.isnan(g)
     if should_be_nan.any():
-        v = _worst("nan-propagation", should_be_nan, torch.ones_like(g), g, truth.out.hi, None, None, "")
+        viol = _worst("nan-propagation", should_be_nan, torch.ones_like(g), g, truth.out.hi, None, None, "")
         ev.violations.append(
             Violation("nan-propagation", f"a NaN input reaches these outputs (through the query or a visible key "
-                      f"or value) but they are not NaN: {v.message}", v.index, v.got)
+                      f"or value) but they are not NaN: {viol.message}", viol.index, viol.got)
         )
 
     # Ill-conditioned elements (infinite tolerance) are still a convex combination of the
@@ -238,9 +238,9 @@ def evaluate_attention(
         outside = finite_el & torch.isinf(tol_units) & torch.isfinite(g) & ((g < vmin - slack) | (g > vmax + slack))
     if outside.any():
         dist = torch.maximum(vmin - g, g - vmax)
-        v = _worst("range", outside, dist, g, truth.out.hi, None, None, "")
+        viol = _worst("range", outside, dist, g, truth.out.hi, None, None, "")
         ev.violations.append(Violation("range", f"outside the range of the values, which no softmax weighting "
-                                       f"can reach: {v.message}", v.index, v.got, v.expected))
+                                       f"can reach: {viol.message}", viol.index, viol.got, viol.expected))
 
     err = metrics.condition_error(got, truth.out, truth.cond, fmt)
     ev.ill_conditioned = int((finite_el & torch.isinf(tol_units)).sum())
@@ -258,7 +258,7 @@ def evaluate_attention(
     masked = status == ROW_MASKED
     if masked.any():
         idx = torch.nonzero(masked.cpu())
-        v = _masked_row_violation(g[masked], idx, masked_rows, "query row (b, h, i)")
-        if v:
-            ev.violations.append(v)
+        viol = _masked_row_violation(g[masked], idx, masked_rows, "query row (b, h, i)")
+        if viol:
+            ev.violations.append(viol)
     return ev

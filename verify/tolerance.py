@@ -160,6 +160,8 @@ def attention_tolerance_units(
     pr = _weighted(p, rel)
     eps_l = pr.sum(-1, keepdim=True) + _gamma(Nk, u_c) + 2 * u_c * Nk
     u_p = fin.unit_roundoff if (model.probs_rounded_to_input and fin.precision < c.precision) else 0.0
+    # operands of the P V product rounded to a narrower dot format (TF32): P and V each once
+    u_p += 2 * model.dot.unit_roundoff if model.dot.precision < min(fin.precision, c.precision) else 0.0
     cond = truth.cond
     weighted = pr @ vabs
     flush = (2 * c.smallest_normal + (fin.smallest_subnormal / 2 if u_p else 0.0)) * vabs.sum(-2, keepdim=True)

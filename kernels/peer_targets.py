@@ -1,0 +1,105 @@
+"""Registers the GPU peers: torch SDPA backends pinned one at a time, and FlexAttention.
+
+Each wrapper adapts the suite's contract (top-left causal, boolean mask, GQA) to
+the backend without changing what the backend computes: a causal triangle is
+folded into the boolean mask when both are given (SDPA refuses the pair), and
+backends without native GQA see K/V heads expanded with ``repeat_interleave``.
+Declared capabilities follow what was measured on the H200 (``../shared/anchors.md``):
+the flash backend rejects boolean masks, cuDNN rejected Nq = Nk = 1.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from kernels.registry import Target, register
+from verify.capabilities import Capabilities
+
+LOW = ("float16", "bfloat16")
+
+
+def _cuda_probe(device: str) -> str | None:
+    if not torch.cuda.is_available():
+        return "CUDA is not available on this machine"
+    return None
+
+
+def _causal_mask(nq: int, nk: int, device) -> torch.Tensor:
+    return torch.ones(nq, nk, dtype=torch.bool, device=device).tril()
+
+
+def sdpa_backend(q, k, v, *, scale: float, causal: bool = False, mask=None, backend: SDPBackend,
+                 native_gqa: bool = True):
+    """SDPA pinned to one backend, with the suite's mask/causal/GQA conventions."""
+    group = q.shape[1] // k.shape[1]
+    if group > 1 and not native_gqa:
+        k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+    attn_mask, is_causal = mask, causal
+    if causal and mask is not None:
+        attn_mask = mask & _causal_mask(q.shape[2], k.shape[2], q.device)
+        is_causal = False
+    with sdpa_kernel(backend):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal, scale=scale,
+                                              enable_gqa=group > 1 and native_gqa)
+
+
+@functools.lru_cache(maxsize=1)
+def _compiled_flex():
+    from torch.nn.attention.flex_attention import flex_attention
+
+    return torch.compile(flex_attention, dynamic=False)
+
+
+def flex(q, k, v, *, scale: float, causal: bool = False, mask=None):
+    """FlexAttention (compiled) with a block mask built from causal and the boolean mask."""
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    B, Hq, Nq, _ = q.shape
+    Nk = k.shape[2]
+    full = None
+    if mask is not None:
+        full = mask.expand(B, Hq, Nq, Nk)
+
+    def mask_mod(b, h, i, j):
+        keep = (j <= i) if causal else (j >= 0)
+        if full is not None:
+            keep = keep & full[b, h, i, j]
+        return keep
+
+    block_mask = None
+    if causal or mask is not None:
+        block_mask = create_block_mask(mask_mod, B, Hq, Nq, Nk, device=q.device)
+    return _compiled_flex()(q, k, v, block_mask=block_mask, scale=scale, enable_gqa=q.shape[1] != k.shape[1])
+
+
+CUDA = ("cuda",)
+register(Target(
+    "sdpa-flash", "attention", functools.partial(sdpa_backend, backend=SDPBackend.FLASH_ATTENTION),
+    Capabilities(dtypes=LOW, devices=CUDA, bool_mask=False, causal_with_mask=False, head_dim_max=256,
+                 special_values=False, notes=("rejects boolean masks (measured on the H200)",)),
+    "torch SDPA pinned to FLASH_ATTENTION", _cuda_probe, kind="torch",
+))
+register(Target(
+    "sdpa-efficient", "attention",
+    functools.partial(sdpa_backend, backend=SDPBackend.EFFICIENT_ATTENTION, native_gqa=False),
+    Capabilities(dtypes=("float16", "bfloat16", "float32"), devices=CUDA, special_values=False,
+                 notes=("GQA by expanding K/V heads",)),
+    "torch SDPA pinned to EFFICIENT_ATTENTION (memory-efficient)", _cuda_probe, kind="torch",
+))
+register(Target(
+    "sdpa-cudnn", "attention",
+    functools.partial(sdpa_backend, backend=SDPBackend.CUDNN_ATTENTION, native_gqa=False),
+    Capabilities(dtypes=LOW, devices=CUDA, min_length=2, head_dim_max=128, special_values=False,
+                 notes=("rejected Nq = Nk = 1 (measured on the H200)", "GQA by expanding K/V heads")),
+    "torch SDPA pinned to CUDNN_ATTENTION", _cuda_probe, kind="torch",
+))
+register(Target(
+    "flex-attention", "attention", flex,
+    Capabilities(dtypes=("float16", "bfloat16", "float32"), devices=CUDA, head_dim_min=16, head_dim_max=256,
+                 special_values=False, notes=("torch.compile'd flex_attention; recompiles per shape",)),
+    "torch FlexAttention, compiled, causal and masks as block masks", _cuda_probe, kind="torch",
+))

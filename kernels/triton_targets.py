@@ -1,0 +1,75 @@
+"""Registers our Triton kernels (imported only when triton is importable).
+
+On a machine without CUDA they run under the Triton interpreter (TRITON_INTERPRET=1,
+set by the root conftest and by ``python -m verify`` before triton is imported).
+The interpreter multiplies the raw bit patterns in a bfloat16 ``tl.dot`` (triton
+#11584), so on the interpreter our attention declares no bfloat16: that cell is
+shown as unsupported on CPU and verified on the GPU tier instead.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import torch
+
+from kernels.registry import Target, register
+from verify.capabilities import Capabilities
+
+INTERPRETER = os.environ.get("TRITON_INTERPRET") == "1"
+STD = ("float16", "bfloat16", "float32")
+
+
+def _probe(device: str) -> str | None:
+    if device.startswith("cuda"):
+        if INTERPRETER:
+            return "TRITON_INTERPRET=1 is set, so Triton kernels run on the CPU only"
+        return None if torch.cuda.is_available() else "CUDA is not available on this machine"
+    if not INTERPRETER:
+        return "Triton kernels run on the CPU only under TRITON_INTERPRET=1 (set it before importing triton)"
+    return None
+
+
+def _softmax(x):
+    from kernels.triton_softmax import softmax
+
+    return softmax(x)
+
+
+def _attention(q, k, v, *, scale, causal=False, mask=None, allow_tf32=False):
+    from kernels.triton_attention import attention
+
+    return attention(q, k, v, scale=scale, causal=causal, mask=mask, allow_tf32=allow_tf32)
+
+
+DEVICES = ("cpu", "cuda")
+ATTN_DTYPES = ("float16", "float32") if INTERPRETER else STD
+INTERP_NOTE = ("bfloat16 tl.dot is broken in the Triton interpreter (triton #11584): bfloat16 is checked on the GPU",)
+#: Found by this suite: the interpreter converts float32 -> bfloat16 by truncation, not
+#: round-to-nearest-even (pinned in tests/test_findings.py), so a correct kernel's bfloat16
+#: outputs are up to 1 ULP off there.  bfloat16 is verified on the GPU tier.
+SOFTMAX_DTYPES = ("float16", "float32") if INTERPRETER else STD
+
+register(Target(
+    "triton-softmax", "softmax", _softmax,
+    Capabilities(dtypes=SOFTMAX_DTYPES, devices=DEVICES, max_length=1 << 20,
+                 notes=("the interpreter truncates float32 -> bfloat16: bfloat16 is checked on the GPU",)
+                 if INTERPRETER else ()),
+    "our Triton streaming softmax: one pass when the row fits on chip, online m/l otherwise",
+    _probe, kind="triton",
+))
+register(Target(
+    "triton-attention", "attention", functools.partial(_attention, allow_tf32=False),
+    Capabilities(dtypes=ATTN_DTYPES, devices=DEVICES, head_dim_max=256,
+                 notes=INTERP_NOTE if INTERPRETER else ()),
+    "our Triton FlashAttention forward (online softmax, float32 m/l/acc, P in the input dtype; IEEE fp32 dot)",
+    _probe, kind="triton",
+))
+register(Target(
+    "triton-attention-tf32", "attention", functools.partial(_attention, allow_tf32=True),
+    Capabilities(dtypes=("float32",), devices=DEVICES, head_dim_max=256, dot_precision="tfloat32",
+                 notes=("held to the TF32 bound: Q K^T and P V operands rounded to 11 bits",)),
+    "our Triton FlashAttention forward, float32 with TF32 tensor-core dots",
+    _probe, kind="triton",
+))
