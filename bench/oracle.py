@@ -49,6 +49,9 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--attention-n", type=int, default=512)
+    ap.add_argument("--check-head", action="store_true",
+                    help="also time checking one bf16 head of our Triton attention end to end (target, oracle, "
+                         "tolerance, contract), as the GPU tier does")
     args = ap.parse_args()
     dev = args.device
     gen = torch.Generator().manual_seed(0)
@@ -76,6 +79,19 @@ def main() -> None:
         s = median_seconds(lambda: oracle.attention_truth(q, k, v, scale=D**-0.5, causal=causal), args.repeat, dev)
         results[f"attention_head_{N}_{N}_{D}_{'causal' if causal else 'full'}_s"] = s
         print(f"attention float32 1x1x{N}x{N}x{D} causal={causal}: {s:.3f} s  (fallback rows: {fallback})")
+
+    if args.check_head:
+        from kernels.registry import get_target
+        from verify.engine import check_attention_input
+
+        target = get_target("triton-attention")
+        qb, kb, vb = (t.to(torch.bfloat16) for t in (q, k, v))
+        out = check_attention_input(target, qb, kb, vb, scale=D**-0.5, causal=False, mask=None, compare_naive=False)
+        s = median_seconds(lambda: check_attention_input(target, qb, kb, vb, scale=D**-0.5, causal=False, mask=None,
+                                                         compare_naive=False), args.repeat, dev)
+        results[f"check_head_{N}_{N}_{D}_bf16_s"] = s
+        print(f"check of triton-attention bf16 1x1x{N}x{N}x{D} end to end: {s:.3f} s "
+              f"(violations: {len(out.evaluation.violations)}, max error {out.evaluation.max_error:.3g} u*cond)")
 
     summary = {
         "softmax_elements_per_s": round(results["softmax_float32_elements_per_s"]),

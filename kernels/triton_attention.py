@@ -155,9 +155,10 @@ def _attn_fwd_kernel(
         BLOCK_N, HEAD_DIM, BLOCK_D, True, CAUSAL, HAS_MASK, DOT_PRECISION, USE_TMA,
     )
 
-    # l == 0 exactly when a row saw no key (acc is then 0): output 0, LSE -inf.
+    # l == 0 exactly when a row saw no key: output 0, LSE -inf.  acc is not trusted
+    # there: a NaN in a masked-out V still reaches it through 0 * NaN in P V.
     empty = l_i == 0.0
-    out = acc / tl.where(empty, 1.0, l_i)[:, None]
+    out = tl.where(empty[:, None], 0.0, acc / tl.where(empty, 1.0, l_i)[:, None])
     if USE_TMA:
         OUT.store([b, h, start_m, 0], out.to(OUT.dtype).reshape(1, 1, BLOCK_M, BLOCK_D))
     else:

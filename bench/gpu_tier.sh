@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The whole GPU tier and the benchmarks in one call (GPU time is scarce).
+# Logs and results go to $OUT (the device tool's folder) or ./gpu-results:
+#   tier.log  gpu-cells.json  attention.json  softmax.json  oracle.json  report.json  report.md  index.html
+# Usage on the GPU machine, from the repo root:  bash bench/gpu_tier.sh
+set -uo pipefail
+OUT=${OUT:-$PWD/gpu-results}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 FLASHVERIFY_OUT="$OUT"
+log="$OUT/tier.log"
+step() { echo "=== $(date -u +%H:%M:%S) $*" | tee -a "$log"; }
+
+step "environment"
+{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; python3 -c 'import torch, triton, hypothesis, mpmath; print("torch", torch.__version__, "triton", triton.__version__, "hypothesis", hypothesis.__version__, "mpmath", mpmath.__version__)'; } 2>&1 | tee -a "$log"
+
+step "pytest -m gpu"
+timeout "${TIER_PYTEST_S:-270}" python3 -m pytest -m gpu -q -p no:cacheprovider -x -rs tests/ 2>&1 | tail -40 | tee -a "$log"
+
+step "bench/attention.py"
+timeout "${TIER_ATTN_S:-150}" python3 bench/attention.py --ns 1024,4096,16384 --dims 64,128 --rep 30 --warmup 10 \
+  --out "$OUT/attention.json" 2>&1 | tail -45 | tee -a "$log"
+
+step "bench/softmax.py"
+timeout "${TIER_SOFTMAX_S:-60}" python3 bench/softmax.py --rep 30 --warmup 10 --out "$OUT/softmax.json" 2>&1 | tail -15 | tee -a "$log"
+
+step "bench/oracle.py on cuda (one 16k x 16k x 128 head checked end to end)"
+timeout "${TIER_ORACLE_S:-90}" python3 bench/oracle.py --device cuda --attention-n 16384 --repeat 3 --check-head \
+  2>&1 | tee "$OUT/oracle.log" | tail -12 | tee -a "$log"
+tail -1 "$OUT/oracle.log" > "$OUT/oracle.json"
+
+if python3 -m verify run --help >/dev/null 2>&1; then
+  step "python -m verify run --device cuda"
+  timeout "${TIER_RUN_S:-120}" python3 -m verify run --device cuda --budget "${TIER_RUN_BUDGET:-90}" --report "$OUT/rep" \
+    2>&1 | tail -30 | tee -a "$log"
+  cp "$OUT"/rep/report.json "$OUT"/rep/report.md "$OUT"/rep/index.html "$OUT"/ 2>/dev/null
+  rm -rf "$OUT/rep"
+fi
+rm -rf "$OUT/cex"
+step "done"

@@ -1,0 +1,71 @@
+"""The GPU tier (``pytest -m gpu``): the whole suite on CUDA at real sizes.
+
+Our Triton kernels, torch.softmax and the references must show no violation in
+every dtype they declare; the torch mutants must all be killed on the GPU too;
+the oracle's GPU fast path must agree with its CPU path.  Peers (SDPA backends,
+FlexAttention) are measured by ``python -m verify run --device cuda`` in
+bench/gpu_tier.sh, where a deviation is a finding to report, not a test failure.
+Per-cell results are written to $FLASHVERIFY_OUT/gpu-cells.json when set.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernels.registry import get_target
+from reports.check_report import cell_to_dict
+from verify import mutation, oracle, search
+
+pytestmark = pytest.mark.gpu
+
+EXAMPLES = int(os.environ.get("FLASHVERIFY_GPU_EXAMPLES", "25"))
+STRICT_TARGETS = ["triton-softmax", "triton-attention", "triton-attention-tf32", "torch.softmax",
+                  "ref-blocked-attention", "ref-online-softmax"]
+
+
+def _record(cells) -> None:
+    out = os.environ.get("FLASHVERIFY_OUT")
+    if not out:
+        return
+    path = Path(out) / "gpu-cells.json"
+    rows = json.loads(path.read_text()) if path.exists() else []
+    rows += [{k: v for k, v in cell_to_dict(c).items() if k != "features"} for c in cells]
+    path.write_text(json.dumps(rows, indent=1, default=str))
+
+
+@pytest.mark.parametrize("name", STRICT_TARGETS)
+def test_gpu_target_has_no_violation(name: str) -> None:
+    opts = search.CheckOptions(device="cuda", max_examples=EXAMPLES, seed=20261129, profile=search.PROFILES["gpu"],
+                               budget_s=60, artifact_dir=os.environ.get("FLASHVERIFY_OUT", ".flashverify") + "/cex")
+    cells = search.check_target(get_target(name), opts)
+    _record(cells)
+    for c in cells:
+        assert c.status in ("passed", "unsupported"), f"{c.dtype}: {c.violation.one_line()}\n{c.counterexample}"
+    assert any(c.status == "passed" and c.examples > 0 for c in cells)
+
+
+def test_gpu_mutants_are_killed() -> None:
+    opts = search.CheckOptions(device="cuda", max_examples=150, seed=7, compare_naive=False, shrink=False,
+                               profile=search.PROFILES["gpu"], artifact_dir=".flashverify/gpu-mutants")
+    results = mutation.run_all(opts, include_controls=False)
+    summ = mutation.summary(results)
+    assert summ["mutants"] >= 16 and not summ["survivors"], summ
+
+
+def test_oracle_gpu_fast_path_matches_cpu() -> None:
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 4, 300, 96, generator=gen).to(torch.bfloat16) for _ in range(3))
+    k = k[:, :2]
+    v = v[:, :2]
+    cpu = oracle.attention_truth(q, k, v, scale=0.1, causal=True)
+    gpu = oracle.attention_truth(q.cuda(), k.cuda(), v.cuda(), scale=0.1, causal=True)
+    diff = (gpu.out.hi.cpu() + gpu.out.lo.cpu() - cpu.out.hi - cpu.out.lo).abs()
+    assert bool((diff <= gpu.out.bound.cpu() + cpu.out.bound).all())
+    x = torch.randn(64, 5000, generator=gen) * 30
+    a, b = oracle.softmax_truth(x), oracle.softmax_truth(x.cuda())
+    assert bool(((a.probs.hi - b.probs.hi.cpu()).abs() <= a.probs.bound + b.probs.bound.cpu()).all())
