@@ -16,6 +16,7 @@ step "environment"
 step "pytest -m gpu"
 timeout "${TIER_PYTEST_S:-270}" python3 -m pytest -m gpu -q -p no:cacheprovider -x -rs tests/ 2>&1 | tail -40 | tee -a "$log"
 
+if [ "${TIER_SKIP_BENCH:-0}" != 1 ]; then
 step "bench/attention.py"
 timeout "${TIER_ATTN_S:-150}" python3 bench/attention.py --ns 1024,4096,16384 --dims 64,128 --rep 30 --warmup 10 \
   --out "$OUT/attention.json" 2>&1 | tail -45 | tee -a "$log"
@@ -27,6 +28,7 @@ step "bench/oracle.py on cuda (one 16k x 16k x 128 head checked end to end)"
 timeout "${TIER_ORACLE_S:-90}" python3 bench/oracle.py --device cuda --attention-n 16384 --repeat 3 --check-head \
   2>&1 | tee "$OUT/oracle.log" | tail -12 | tee -a "$log"
 tail -1 "$OUT/oracle.log" > "$OUT/oracle.json"
+fi
 
 if python3 -m verify run --help >/dev/null 2>&1; then
   step "python -m verify run --device cuda"

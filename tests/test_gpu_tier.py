@@ -24,6 +24,7 @@ from verify import mutation, oracle, search
 pytestmark = pytest.mark.gpu
 
 EXAMPLES = int(os.environ.get("FLASHVERIFY_GPU_EXAMPLES", "25"))
+CELL_BUDGET_S = float(os.environ.get("FLASHVERIFY_GPU_CELL_BUDGET_S", "60"))
 STRICT_TARGETS = ["triton-softmax", "triton-attention", "triton-attention-tf32", "torch.softmax",
                   "ref-blocked-attention", "ref-online-softmax"]
 
@@ -41,7 +42,7 @@ def _record(cells) -> None:
 @pytest.mark.parametrize("name", STRICT_TARGETS)
 def test_gpu_target_has_no_violation(name: str) -> None:
     opts = search.CheckOptions(device="cuda", max_examples=EXAMPLES, seed=20261129, profile=search.PROFILES["gpu"],
-                               budget_s=60, artifact_dir=os.environ.get("FLASHVERIFY_OUT", ".flashverify") + "/cex")
+                               budget_s=CELL_BUDGET_S, artifact_dir=os.environ.get("FLASHVERIFY_OUT", ".flashverify") + "/cex")
     cells = search.check_target(get_target(name), opts)
     _record(cells)
     for c in cells:
@@ -50,7 +51,7 @@ def test_gpu_target_has_no_violation(name: str) -> None:
 
 
 def test_gpu_mutants_are_killed() -> None:
-    opts = search.CheckOptions(device="cuda", max_examples=150, seed=7, compare_naive=False, shrink=False,
+    opts = search.CheckOptions(device="cuda", max_examples=100, seed=7, compare_naive=False, shrink=False,
                                profile=search.PROFILES["gpu"], artifact_dir=".flashverify/gpu-mutants")
     results = mutation.run_all(opts, include_controls=False)
     summ = mutation.summary(results)

@@ -53,8 +53,10 @@ class SizeProfile:
 
 PROFILES = {
     "cpu": SizeProfile(),
+    # Every new head dim is a new Triton compilation (and autotuning) on the GPU: the GPU
+    # profile draws from a short list that still holds non-powers of two and the extremes.
     "gpu": SizeProfile(softmax_max_length=20_000, softmax_max_rows=16, attention_max_seq=1024,
-                       attention_max_batch=2, attention_max_heads=8),
+                       attention_max_batch=2, attention_max_heads=8, head_dims=(16, 40, 64, 72, 128, 256)),
 }
 
 
@@ -129,9 +131,13 @@ def _strategy(target: Target, dtype: str, opts: CheckOptions):
     if target.op == "softmax":
         return strategies.softmax_cases(dtypes=(dtype,), caps=caps, max_length=prof.softmax_max_length,
                                         max_rows=prof.softmax_max_rows)
+    dims = None
+    if prof.head_dims:
+        dims = tuple(d for d in prof.head_dims if caps.head_dim_min <= d <= caps.head_dim_max
+                     and d % caps.head_dim_multiple == 0) or None
     return strategies.attention_cases(dtypes=(dtype,), caps=caps, max_seq=prof.attention_max_seq,
                                       max_batch=prof.attention_max_batch, max_heads=prof.attention_max_heads,
-                                      head_dims=prof.head_dims)
+                                      head_dims=dims)
 
 
 def run_case(target: Target, case, opts: CheckOptions) -> engine.CaseOutcome:
