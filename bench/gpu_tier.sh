@@ -14,7 +14,7 @@ step "environment"
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; python3 -c 'import torch, triton, hypothesis, mpmath; print("torch", torch.__version__, "triton", triton.__version__, "hypothesis", hypothesis.__version__, "mpmath", mpmath.__version__)'; } 2>&1 | tee -a "$log"
 
 step "pytest -m gpu"
-timeout "${TIER_PYTEST_S:-270}" python3 -m pytest -m gpu -q -p no:cacheprovider -x -rs tests/ 2>&1 | tail -40 | tee -a "$log"
+timeout "${TIER_PYTEST_S:-270}" python3 -m pytest -m gpu -q -p no:cacheprovider -rs --durations=12 ${TIER_TESTS:-tests/} 2>&1 | tee "$OUT/pytest.log" | tail -60 | tee -a "$log"
 
 if [ "${TIER_SKIP_BENCH:-0}" != 1 ]; then
 step "bench/attention.py"
