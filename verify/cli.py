@@ -202,6 +202,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m verify", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     _add_check(sub)
+    from verify.campaign_cli import add_run_parser
+
+    add_run_parser(sub)
     p = sub.add_parser("targets", help="list registered targets and what each supports")
     p.add_argument("--op", choices=("softmax", "attention"))
     p.add_argument("--json", action="store_true")
@@ -219,7 +222,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-COMMANDS = {"check": cmd_check, "targets": cmd_targets, "replay": cmd_replay, "mutants": cmd_mutants}
+def cmd_run(args) -> int:
+    from verify.campaign_cli import cmd_run as run
+
+    return run(args)
+
+
+COMMANDS = {"check": cmd_check, "targets": cmd_targets, "replay": cmd_replay, "mutants": cmd_mutants, "run": cmd_run}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -62,6 +62,7 @@ class Evaluation:
     tolerances: torch.Tensor | None = None
     flushed: int = 0
     ill_conditioned: int = 0  # elements whose a-priori bound is unbounded (not measured)
+    uncertified: int = 0  # rows the oracle could not certify within its work cap (not measured)
     negative_zeros: int = 0
     normwise: float = 0.0
     abs_max: float = 0.0

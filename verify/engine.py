@@ -103,10 +103,14 @@ def check_softmax_input(
     return CaseOutcome(ev, secs, osecs, naive, int(truth.fallback_rows.sum()), out)
 
 
+#: Exact-fallback work (rows x Nk x D multiply-adds in Python integers) one case may spend.
+MAX_FALLBACK_WORK = 3e7
+
+
 def check_attention_input(
     target: Target, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, scale: float, causal: bool,
     mask: torch.Tensor | None, masked_rows: str = "either", timeout: float = DEFAULT_TIMEOUT_S,
-    compare_naive: bool = True,
+    compare_naive: bool = True, max_fallback_work: float | None = MAX_FALLBACK_WORK,
 ) -> CaseOutcome:
     """Run an attention target and evaluate its output."""
     kwargs = dict(scale=scale, causal=causal, mask=mask)
@@ -119,11 +123,13 @@ def check_attention_input(
         return CaseOutcome(Evaluation([Violation(viol.kind, msg)]), secs, 0.0, 0.0, 0)
     fmt = get_format(q.dtype)
     t0 = time.perf_counter()
-    truth = oracle.attention_truth(q, k, v, scale=scale, causal=causal, mask=mask, target=fmt)
+    truth = oracle.attention_truth(q, k, v, scale=scale, causal=causal, mask=mask, target=fmt,
+                                   max_fallback_work=max_fallback_work)
     osecs = time.perf_counter() - t0
     model = tolerance.ToleranceModel.for_target(target.caps, fmt.name)
     tol = tolerance.attention_tolerance_units(q, v, truth, fmt, model)
     ev = contracts.evaluate_attention(out, truth, tol, masked_rows, v=v)
+    ev.uncertified = int(truth.uncertified_rows.sum())
     naive = 0.0
     if compare_naive:
         ref = reference.naive_attention(q, k, v, scale=scale, causal=causal, mask=mask)

@@ -108,6 +108,7 @@ class AttentionTruth:
     input_has_nonfinite: bool  # any NaN / inf anywhere in q, k or v
     visible: torch.Tensor  # (B, Hq, Nq, Nk) bool: the effective causal & mask pattern
     fallback_rows: torch.Tensor  # (B, Hq, Nq) bool
+    uncertified_rows: torch.Tensor  # (B, Hq, Nq) bool: undecided rows past max_fallback_work (not measured)
     target: str
     # float64 intermediates of the fast path, accurate to ~1e-13 relative; the
     # tolerance policy evaluates its first-order bounds with them.
@@ -297,8 +298,13 @@ def attention_truth(
     target: str | torch.dtype | FloatFormat | None = None,
     resolution: float = 1e-3,
     prec: int = 128,
+    max_fallback_work: float | None = None,
 ) -> AttentionTruth:
     """Certified ``softmax(scale * Q K^T + mask) V`` with GQA, causal (top-left) and boolean masks.
+
+    ``max_fallback_work`` caps the exact CPU fallback (rows x Nk x D multiply-adds); rows past
+    the cap are returned *uncertified* (NaN value, infinite bound) rather than approximated,
+    so they are excluded from every measurement and counted by ``uncertified_rows``.
 
     q is (B, Hq, Nq, D); k and v are (B, Hkv, Nk, D) with Hq a multiple of Hkv.
     Output bounds are certified to ``resolution * max(u_T * sum_j p_j|v_j|, tiny_T)``.
@@ -382,12 +388,21 @@ def attention_truth(
 
     o_lo = torch.zeros_like(o)
     lse_lo = torch.zeros_like(lse)
+    uncertified = torch.zeros_like(undecided)
+    if max_fallback_work is not None and undecided.any():
+        rows_allowed = int(max_fallback_work // max(1, Nk * D))
+        flat = torch.nonzero(undecided.flatten()).flatten()
+        if flat.numel() > rows_allowed:
+            drop = flat[rows_allowed:]
+            uncertified.view(-1)[drop] = True
+            undecided = undecided & ~uncertified
     if undecided.any():
         o, o_lo, bound_o, c_low, lse, lse_lo, bound_lse = _attention_fallback(
             qz, kz, vz, vis, scale, undecided, o, o_lo, bound_o, c_low, lse, lse_lo, bound_lse, prec
         )
 
     zero = torch.zeros_like(o)
+    o = torch.where(uncertified[..., None], zero + math.nan, o)
     o = torch.where((status == ROW_FINITE)[..., None], o, torch.where(no_key[..., None], zero, zero + math.nan))
     o = torch.where(expected_nonfinite, torch.full_like(o, math.nan), o)
     bound_o = torch.where(torch.isnan(o), zero, bound_o)
@@ -406,6 +421,7 @@ def attention_truth(
         input_has_nonfinite=bool(q_bad.any() or k_bad.any() or v_bad.any()),
         visible=vis,
         fallback_rows=undecided,
+        uncertified_rows=uncertified,
         target=fmt.name,
         probs=torch.where(vis, p, torch.zeros_like(p)),
         shifted=torch.where(vis, d, torch.full_like(d, -math.inf)),

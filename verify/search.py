@@ -100,6 +100,7 @@ class CellResult:
     flash_rule_over_2: int = 0
     flushed: int = 0
     ill_conditioned: int = 0
+    uncertified_rows: int = 0
     negative_zeros: int = 0
     fallback_rows: int = 0
     features: Counter = field(default_factory=Counter)
@@ -194,6 +195,7 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
         cell.fallback_rows += out.fallback_rows
         cell.flushed += ev.flushed
         cell.ill_conditioned += ev.ill_conditioned
+        cell.uncertified_rows += ev.uncertified
         cell.negative_zeros += ev.negative_zeros
         cell.normwise_max = max(cell.normwise_max, ev.normwise)
         fr = out.flash_rule_ratio
