@@ -60,3 +60,19 @@ def test_triton_interpreter_truncates_float32_to_bfloat16() -> None:
     store_bf16[(1,)](x, y)
     assert float(x.to(torch.bfloat16)) == 0.8984375  # torch rounds to nearest
     assert float(y) == 0.89453125  # the interpreter truncated
+
+
+def test_torch_default_cpu_sdpa_causal_negative_scale_gives_nan() -> None:
+    """torch's default CPU SDPA returns NaN for row 0 with is_causal and scale < 0.
+
+    Shrunk by the suite to Nq = Nk = 2, D = 1 while checking a user callable that
+    wrapped the default SDPA.  The math backend is right; if the default one is
+    fixed, this test fails and the README's findings list should drop the entry.
+    """
+    q = torch.tensor([[[[0.3], [0.5]]]])
+    k = torch.tensor([[[[1.0], [2.0]]]])
+    v = torch.tensor([[[[1.5], [2.5]]]])
+    got = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, scale=-1.0)
+    want = reference.sdpa_math(q, k, v, scale=-1.0, causal=True)
+    assert float(want[0, 0, 0, 0]) == 1.5
+    assert math.isnan(float(got[0, 0, 0, 0]))
