@@ -103,8 +103,9 @@ def check_softmax_input(
     return CaseOutcome(ev, secs, osecs, naive, int(truth.fallback_rows.sum()), out)
 
 
-#: Exact-fallback work (rows x Nk x D multiply-adds in Python integers) one case may spend.
-MAX_FALLBACK_WORK = 3e7
+#: Exact-fallback work one case may spend: rows x Nk x (D + 100), i.e. Python-integer
+#: multiply-adds plus ~100 per mpmath exponential; 2e7 is about 2 s on one core.
+MAX_FALLBACK_WORK = 2e7
 
 
 def check_attention_input(

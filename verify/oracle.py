@@ -302,7 +302,8 @@ def attention_truth(
 ) -> AttentionTruth:
     """Certified ``softmax(scale * Q K^T + mask) V`` with GQA, causal (top-left) and boolean masks.
 
-    ``max_fallback_work`` caps the exact CPU fallback (rows x Nk x D multiply-adds); rows past
+    ``max_fallback_work`` caps the exact CPU fallback (rows x Nk x (D + 100): integer multiply-adds
+    plus ~100 for each mpmath exponential, in the same unit); rows past
     the cap are returned *uncertified* (NaN value, infinite bound) rather than approximated,
     so they are excluded from every measurement and counted by ``uncertified_rows``.
 
@@ -390,7 +391,7 @@ def attention_truth(
     lse_lo = torch.zeros_like(lse)
     uncertified = torch.zeros_like(undecided)
     if max_fallback_work is not None and undecided.any():
-        rows_allowed = int(max_fallback_work // max(1, Nk * D))
+        rows_allowed = int(max_fallback_work // max(1, Nk * (D + 100)))
         flat = torch.nonzero(undecided.flatten()).flatten()
         if flat.numel() > rows_allowed:
             drop = flat[rows_allowed:]
