@@ -18,7 +18,7 @@ CORRECT = [
     "sdpa-math", "ref-blocked-attention", "ref-naive-attention", "ref-naive-attention-fp64",
     "control-streaming-attention",
 ]
-CI_EXAMPLES = int(os.environ.get("FLASHVERIFY_CI_EXAMPLES", "30"))
+CI_EXAMPLES = int(os.environ.get("FLASHVERIFY_CI_EXAMPLES", "20"))
 
 
 def _run(name: str, examples: int, seed: int | None) -> list[search.CellResult]:

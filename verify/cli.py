@@ -205,6 +205,9 @@ def build_parser() -> argparse.ArgumentParser:
     from verify.campaign_cli import add_run_parser
 
     add_run_parser(sub)
+    from verify.fuzz import add_parser as add_fuzz_parser
+
+    add_fuzz_parser(sub)
     p = sub.add_parser("targets", help="list registered targets and what each supports")
     p.add_argument("--op", choices=("softmax", "attention"))
     p.add_argument("--json", action="store_true")
@@ -228,7 +231,8 @@ def cmd_run(args) -> int:
     return run(args)
 
 
-COMMANDS = {"check": cmd_check, "targets": cmd_targets, "replay": cmd_replay, "mutants": cmd_mutants, "run": cmd_run}
+COMMANDS = {"check": cmd_check, "targets": cmd_targets, "replay": cmd_replay, "mutants": cmd_mutants, "run": cmd_run,
+            "fuzz": lambda args: __import__("verify.fuzz").fuzz.cmd_fuzz(args)}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,575 @@
+"""Nightly fuzzing: ``python -m verify fuzz --hours H``.
+
+Two engines share one wall-clock budget:
+
+* ``inprocess`` (always available, writes the report): every target runs in its own
+  child process (multiprocessing, spawn), looping ``verify.search.check_cell`` in short
+  rounds, dtype by dtype, until the deadline.  A child that crashes (segfault, CUDA
+  illegal address, abort) is reported as ``crashed`` with its exit code; what it found
+  before the crash is kept (each round is checkpointed to disk).
+* ``pytest`` (needs pytest-xdist): ``pytest tests/fuzz -m nightly -p xdist -n N
+  --hypothesis-profile nightly``, interrupted (SIGINT) at the deadline.  Its output goes
+  to ``DIR/pytest.log`` and ``DIR/pytest-junit.xml``.
+
+``--engine auto`` (default) runs both when pytest-xdist is importable, else ``inprocess``.
+
+Outputs in ``--report DIR``: ``report.json`` (``reports.check_report`` schema, one cell
+per target x dtype, merged over all rounds), ``fuzz.json`` (per target status / exit
+code, worst case per target x dtype with its (elapsed_s, max_ratio) checkpoints, feature
+coverage counts including never-hit features, new corpus files), ``summary.md``.
+
+Every new counterexample is written to the regression corpus (``tests/corpus`` by
+default; ``--corpus DIR`` or ``$FLASHVERIFY_CORPUS`` elsewhere) as JSON: the case spec,
+the target, the dtype and the violation's one-liner.  ``tests/test_fuzz.py`` replays
+every corpus file in plain CI.
+
+Exit codes: 0 nothing found; 1 a violation or a crashed target; 2 bad arguments
+(including a ``redis://`` database without the ``redis`` package).  SIGINT/SIGTERM stop
+the run gracefully: children are asked to stop, what was found so far is kept and the
+report is still written.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_CORPUS = ROOT / "tests" / "corpus"
+CORPUS_FORMAT = "flashverify-corpus/1"
+FUZZ_SCHEMA = "flashverify-fuzz/1"
+ROUND_EXAMPLES = 50  # examples per check_cell round (a checkpoint after each)
+MAX_SAMPLES = 20_000  # sampled errors kept per merged cell
+
+
+class FuzzUsageError(Exception):
+    """Bad arguments, found before any fuzzing ran (exit 2)."""
+
+
+# --------------------------------------------------------------------------- corpus
+
+
+def corpus_dir(explicit: str | None = None) -> Path:
+    return Path(explicit or os.environ.get("FLASHVERIFY_CORPUS") or DEFAULT_CORPUS)
+
+
+def corpus_entry(target: str, spec: dict[str, Any], violation: str, description: str = "",
+                 dtype: str | None = None, expect: str | None = None) -> dict[str, Any]:
+    return {
+        "format": CORPUS_FORMAT, "target": target, "op": spec.get("op"), "dtype": dtype or spec.get("dtype"),
+        "spec": spec, "violation": violation, "description": description,
+        # what replaying must give: a correct target must pass it; a mutant must still be caught
+        "expect": expect or "pass",
+        "found": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def write_corpus_entry(entry: dict[str, Any], directory: Path) -> Path | None:
+    """Write ``entry``; returns the path, or None when the same (target, spec) is already there."""
+    directory.mkdir(parents=True, exist_ok=True)
+    digest = hashlib.sha1(json.dumps([entry["target"], entry["spec"]], sort_keys=True).encode()).hexdigest()[:12]
+    slug = "".join(c if c.isalnum() or c in "._-" else "_" for c in entry["target"])
+    path = directory / f"{slug}-{digest}.json"
+    if path.exists():
+        return None
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(entry, indent=2, sort_keys=True, default=str))
+    os.replace(tmp, path)
+    return path
+
+
+def load_corpus(directory: Path | None = None) -> list[tuple[Path, dict[str, Any]]]:
+    directory = corpus_dir() if directory is None else Path(directory)
+    return [(p, json.loads(p.read_text())) for p in sorted(directory.glob("*.json"))]
+
+
+def replay_entry(entry: dict[str, Any], target_name: str | None = None, device: str = "cpu"):
+    """Re-run a corpus entry's case on ``target_name`` (default: the entry's target); the engine outcome."""
+    import strategies
+    from kernels.registry import get_target
+    from verify.search import CheckOptions, run_case
+
+    target = get_target(target_name or entry["target"])
+    case = strategies.case_from_dict(entry["spec"])
+    return run_case(target, case, CheckOptions(device=device, compare_naive=False, timeout=60.0)), case
+
+
+# --------------------------------------------------------------------------- targets
+
+
+def default_device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def fuzzable_targets(device: str, names: list[str] | None = None, op: str | None = None) -> list:
+    """Named targets (mutants allowed when named), else every non-mutant target available on ``device``."""
+    from kernels.registry import all_targets
+
+    if names:
+        from verify.loader import TargetLoadError, load_target
+
+        out = []
+        for n in names:
+            try:
+                if op is None and ":" in n and not (len(n) > 1 and n[1] == ":"):
+                    raise FuzzUsageError(f"target {n!r} is not registered: add --op softmax|attention")
+                if op is None:
+                    from kernels.registry import get_target
+
+                    t = get_target(n)
+                else:
+                    t = load_target(n, op)
+            except (KeyError, TargetLoadError) as e:
+                raise FuzzUsageError(f"cannot load target {n!r}: {e}") from None
+            why = t.unavailable_reason(device)
+            if why:
+                raise FuzzUsageError(f"target {t.name} cannot run here: {why}")
+            out.append(t)
+        return out
+    return [t for t in all_targets(op) if t.kind != "mutant" and t.unavailable_reason(device) is None]
+
+
+# --------------------------------------------------------------------------- cell merging
+
+
+def merge_cell(acc, new):
+    """Fold one round's CellResult into the accumulated one (same target x dtype)."""
+    if acc is None:
+        return new
+    if new.status == "unsupported":
+        return acc
+    for f in ("examples", "seconds", "target_seconds", "oracle_seconds", "flash_rule_over_2", "flushed",
+              "ill_conditioned", "uncertified_rows", "negative_zeros", "fallback_rows"):
+        setattr(acc, f, getattr(acc, f) + getattr(new, f))
+    for f in ("max_error", "max_tolerance_seen", "normwise_max", "flash_rule_max"):
+        setattr(acc, f, max(getattr(acc, f), getattr(new, f)))
+    if new.examples:
+        acc.min_tolerance_seen = (new.min_tolerance_seen if acc.min_tolerance_seen == 0
+                                  else min(acc.min_tolerance_seen, new.min_tolerance_seen or acc.min_tolerance_seen))
+    if new.max_ratio > acc.max_ratio or (acc.worst_case is None and new.worst_case):
+        acc.worst_case, acc.worst_artifact = new.worst_case, new.worst_artifact
+    acc.max_ratio = max(acc.max_ratio, new.max_ratio)
+    acc.features.update(new.features)
+    room = MAX_SAMPLES - len(acc.samples)
+    if room > 0:
+        acc.samples.extend(new.samples[:room])
+        acc.tolerance_samples.extend(new.tolerance_samples[:room])
+    acc.cut_by_budget = acc.cut_by_budget or new.cut_by_budget
+    if new.status in ("violated", "error") and acc.status == "passed":
+        acc.status, acc.reason, acc.violation = new.status, new.reason, new.violation
+        acc.counterexample, acc.artifact = new.counterexample, new.artifact
+    return acc
+
+
+# --------------------------------------------------------------------------- the child process
+
+
+def _child_main(target_name: str, op: str | None, device: str, dtypes: list[str] | None, deadline: float,
+                t0: float, state_path: str, corpus: str, database: str | None, artifact_dir: str,
+                shrink: bool, seed: int | None) -> None:
+    """Fuzz one target until ``deadline`` (time.time()), checkpointing to ``state_path`` each round."""
+    import warnings
+
+    warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"triton\..*")
+    from verify.search import PROFILES, CheckOptions, check_cell
+
+    stop = {"now": False}
+    current: dict[str, Any] = {"opts": None}
+
+    def on_signal(signum, frame):  # finish the example in flight, then return from check_cell
+        stop["now"] = True
+        if current["opts"] is not None:
+            current["opts"].budget_s = 0.0
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+    target = fuzzable_targets(device, [target_name], op)[0]
+    db = open_database(database)
+    profile = PROFILES["gpu" if device.startswith("cuda") else "cpu"]
+    wanted = [d for d in (dtypes or target.caps.dtypes)]
+    from verify.dtypes import get_format
+
+    cells: dict[str, Any] = {}
+    checkpoints: dict[str, list] = {}
+    corpus_added: list[str] = []
+    done: set[str] = set()
+    rounds = 0
+
+    def save_state(finished: bool) -> None:
+        state = {"cells": cells, "checkpoints": checkpoints, "corpus_added": corpus_added, "rounds": rounds,
+                 "finished": finished, "stopped": stop["now"]}
+        tmp = state_path + ".tmp"
+        with open(tmp, "wb") as f:
+            pickle.dump(state, f)
+        os.replace(tmp, state_path)
+
+    save_state(False)
+    while not stop["now"] and time.time() < deadline:
+        live = [d for d in wanted if d not in done]
+        if not live:
+            break
+        for d in live:
+            remaining = deadline - time.time()
+            if stop["now"] or remaining <= 0:
+                break
+            name = get_format(d).name
+            opts = CheckOptions(dtypes=(name,), device=device, max_examples=ROUND_EXAMPLES,
+                                seed=None if seed is None else seed + rounds, artifact_dir=artifact_dir,
+                                profile=profile, budget_s=min(remaining, max(5.0, remaining / len(live))), database=db, shrink=shrink,
+                                compare_naive=True, timeout=120.0)
+            current["opts"] = opts
+            cell = check_cell(target, name, opts)
+            current["opts"] = None
+            cells[name] = merge_cell(cells.get(name), cell)
+            acc = cells[name]
+            checkpoints.setdefault(name, []).append(
+                [round(time.time() - t0, 3), acc.max_ratio, acc.examples])
+            if cell.status != "passed":
+                done.add(d)  # found (or unsupported): later rounds would only find it again
+            if cell.status == "violated":
+                spec = cell_spec(cell)
+                if spec is not None:
+                    entry = corpus_entry(target.name, spec, cell.violation.one_line(), cell.counterexample or "",
+                                         dtype=name, expect="violation" if target.kind == "mutant" else "pass")
+                    p = write_corpus_entry(entry, Path(corpus))
+                    if p is not None:
+                        corpus_added.append(str(p))
+            rounds += 1
+            save_state(False)
+            if cell.violation is not None and cell.violation.kind == "hang":
+                save_state(True)
+                os._exit(0)  # the hung target thread cannot be joined
+    save_state(True)
+
+
+def cell_spec(cell) -> dict[str, Any] | None:
+    """The case spec of a cell's shrunk counterexample, read back from its artifact's JSON."""
+    if not cell.artifact:
+        return None
+    try:
+        return json.loads(Path(cell.artifact).with_suffix(".json").read_text()).get("spec")
+    except (OSError, ValueError):
+        return None
+
+
+def open_database(spec: str | None):
+    if not spec:
+        return None
+    if spec.startswith(("redis://", "rediss://")):
+        from hypothesis.extra.redis import RedisExampleDatabase
+        import redis
+
+        return RedisExampleDatabase(redis.Redis.from_url(spec))
+    from hypothesis.database import DirectoryBasedExampleDatabase
+
+    return DirectoryBasedExampleDatabase(spec)
+
+
+def check_database(spec: str) -> None:
+    if spec.startswith(("redis://", "rediss://")):
+        try:
+            import redis  # noqa: F401
+            from hypothesis.extra.redis import RedisExampleDatabase  # noqa: F401
+        except ImportError:
+            raise FuzzUsageError(
+                f"--database {spec} is a Redis URL, but the `redis` package is not installed. "
+                "Install it (pip install redis) or pass a directory path instead.") from None
+
+
+# --------------------------------------------------------------------------- the parent
+
+
+def xdist_available() -> bool:
+    try:
+        import xdist  # noqa: F401
+
+        return True
+    except ImportError:
+        return False
+
+
+class _Stop:
+    def __init__(self) -> None:
+        self.requested = False
+        self.signal: int | None = None
+
+    def __call__(self, signum, frame) -> None:
+        self.requested = True
+        self.signal = signum
+
+
+def run_fuzz(*, hours: float, device: str = "auto", targets: list[str] | None = None, op: str | None = None,
+             dtypes: list[str] | None = None, report: str = "fuzz-report", database: str | None = None,
+             workers: int = 1, engine: str = "auto", corpus: str | None = None, shrink: bool = True,
+             seed: int | None = None, grace_s: float = 60.0, log=print) -> int:
+    import multiprocessing as mp
+
+    if hours <= 0:
+        raise FuzzUsageError(f"--hours must be positive, got {hours}")
+    if workers < 1:
+        raise FuzzUsageError(f"--workers must be at least 1, got {workers}")
+    if device == "auto":
+        device = default_device()
+    if device.split(":")[0] not in ("cpu", "cuda"):
+        raise FuzzUsageError(f"--device must be auto, cpu or cuda, got {device!r}")
+    if device.startswith("cuda") and default_device() != "cuda":
+        raise FuzzUsageError("--device cuda was asked for, but torch sees no CUDA device here; use --device cpu")
+    database = database or os.environ.get("FLASHVERIFY_DB") or str(ROOT / ".hypothesis" / "examples")
+    check_database(database)
+    if dtypes:
+        from verify.dtypes import get_format
+
+        try:
+            dtypes = [get_format(d).name for d in dtypes]
+        except ValueError as e:
+            raise FuzzUsageError(str(e)) from None
+    chosen = fuzzable_targets(device, targets, op)
+    if not chosen:
+        raise FuzzUsageError(f"no target to fuzz on {device}")
+    if engine == "auto":
+        engine = "both" if xdist_available() else "inprocess"
+    if engine in ("pytest", "both") and not xdist_available():
+        raise FuzzUsageError(f"--engine {engine} needs pytest-xdist (pip install pytest-xdist)")
+
+    out = Path(report)
+    out.mkdir(parents=True, exist_ok=True)
+    state_dir = out / "state"
+    state_dir.mkdir(exist_ok=True)
+    corpus_path = corpus_dir(corpus)
+    t0 = time.time()
+    deadline = t0 + hours * 3600.0
+    stop = _Stop()
+    old = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    log(f"fuzzing {len(chosen)} target(s) on {device} for {hours * 3600:.0f} s "
+        f"(engine {engine}, {workers} worker(s)); report -> {out}")
+
+    pytest_proc = None
+    pytest_info: dict[str, Any] = {"ran": False}
+    if engine in ("pytest", "both"):
+        pytest_proc, pytest_info = _start_pytest(out, chosen, device, database, corpus_path, workers, targets)
+
+    ctx = mp.get_context("spawn")
+    queue = list(chosen) if engine in ("inprocess", "both") else []
+    running: dict[str, tuple[Any, Path, float]] = {}
+    results: dict[str, dict[str, Any]] = {}
+    try:
+        while queue or running:
+            if stop.requested:
+                queue_left, queue = queue, []
+                for t in queue_left:
+                    results[t.name] = {"status": "not-run", "exit_code": None, "state": None}
+            while queue and len(running) < workers and not stop.requested:
+                t = queue.pop(0)
+                sp = state_dir / f"{''.join(c if c.isalnum() else '_' for c in t.name)}.pkl"
+                # later targets get an even share of the time that is left
+                share = (deadline - time.time()) * min(workers, len(queue) + 1 + len(running)) / (
+                    len(queue) + 1 + len(running))
+                p = ctx.Process(target=_child_main, name=f"fuzz-{t.name}", args=(
+                    t.name, op, device, dtypes, min(deadline, time.time() + share), t0, str(sp), str(corpus_path),
+                    database, str(out / "artifacts"), shrink, seed))
+                p.start()
+                running[t.name] = (p, sp, time.time())
+                log(f"  started {t.name} (pid {p.pid})")
+            time.sleep(0.2)
+            for name, (p, sp, started) in list(running.items()):
+                if stop.requested and not getattr(p, "_fv_signalled", False):
+                    p._fv_signalled = time.time()  # type: ignore[attr-defined]
+                    if p.is_alive():
+                        os.kill(p.pid, signal.SIGTERM)
+                late = time.time() > deadline + grace_s or (
+                    getattr(p, "_fv_signalled", False) and time.time() > p._fv_signalled + grace_s)
+                if p.is_alive() and late:
+                    p.kill()
+                    p.join(5)
+                    results[name] = _collect(sp, "killed", p.exitcode)
+                    running.pop(name)
+                    log(f"  {name}: killed after the grace period")
+                elif not p.is_alive():
+                    p.join()
+                    results[name] = _collect(sp, None, p.exitcode)
+                    running.pop(name)
+                    log(f"  {name}: {results[name]['status']} (exit code {p.exitcode})")
+        if pytest_proc is not None:
+            pytest_info.update(_finish_pytest(pytest_proc, deadline, grace_s, stop))
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    return _write_reports(out, chosen, results, pytest_info, t0, dict(
+        hours=hours, device=device, targets=[t.name for t in chosen], dtypes=dtypes, database=database,
+        workers=workers, engine=engine, corpus=str(corpus_path), shrink=shrink, seed=seed,
+        interrupted=stop.requested), stop, log)
+
+
+def _collect(state_path: Path, forced: str | None, exit_code: int | None) -> dict[str, Any]:
+    state = None
+    try:
+        with open(state_path, "rb") as f:
+            state = pickle.load(f)
+    except (OSError, EOFError, pickle.UnpicklingError):
+        pass
+    if forced:
+        status = forced
+    elif exit_code != 0:
+        status = "crashed"
+    elif state and state.get("stopped"):
+        status = "stopped"
+    else:
+        status = "finished"
+    if state and any(c.status == "violated" for c in state["cells"].values()):
+        status = "violated" if status in ("finished", "stopped") else status
+    return {"status": status, "exit_code": exit_code, "state": state}
+
+
+def _start_pytest(out: Path, chosen, device, database, corpus_path, workers, named):
+    env = dict(os.environ, FLASHVERIFY_DB=database, FLASHVERIFY_CORPUS=str(corpus_path),
+               FLASHVERIFY_FUZZ_DEVICE=device, PYTHONPATH=os.pathsep.join(
+                   [str(ROOT)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])))
+    if named:
+        env["FLASHVERIFY_FUZZ_TARGETS"] = ",".join(t.name for t in chosen)
+    cmd = [sys.executable, "-m", "pytest", "tests/fuzz", "-m", "nightly", "-p", "xdist", "-n", str(workers),
+           "--hypothesis-profile", "nightly", "--hypothesis-show-statistics", "-p", "no:cacheprovider",
+           "-q", f"--junitxml={out.resolve() / 'pytest-junit.xml'}"]
+    log = open(out / "pytest.log", "w")
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    return proc, {"ran": True, "command": " ".join(cmd), "log": str(out / "pytest.log")}
+
+
+def _finish_pytest(proc, deadline: float, grace_s: float, stop: _Stop) -> dict[str, Any]:
+    interrupted = False
+    while proc.poll() is None and time.time() < deadline and not stop.requested:
+        time.sleep(0.5)
+    if proc.poll() is None:
+        interrupted = True
+        os.killpg(proc.pid, signal.SIGINT)  # pytest writes its summary and junit file on KeyboardInterrupt
+        try:
+            proc.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    # pytest exit codes: 0 all passed, 1 failures, 2 interrupted, 5 nothing collected
+    return {"exit_code": proc.returncode, "stopped_at_deadline": interrupted,
+            "failed": proc.returncode == 1}
+
+
+def _write_reports(out: Path, chosen, results, pytest_info, t0, options, stop, log) -> int:
+    import strategies
+    from reports.check_report import cell_line, write_check_report
+    from verify.search import CellResult
+
+    cells = []
+    doc_targets: dict[str, Any] = {}
+    coverage: Counter = Counter()
+    corpus_added: list[str] = []
+    failed = False
+    for t in chosen:
+        r = results.get(t.name, {"status": "not-run", "exit_code": None, "state": None})
+        state = r["state"] or {}
+        tcells = list(state.get("cells", {}).values())
+        if r["status"] in ("crashed", "killed") and not tcells:
+            tcells = [CellResult(t.name, t.op, "-", options["device"], status="error",
+                                 reason=f"{r['status']} (exit code {r['exit_code']}) before its first round ended")]
+        elif r["status"] in ("crashed", "killed"):
+            for c in tcells:
+                c.reason = (c.reason + "; " if c.reason else "") + f"child {r['status']} (exit code {r['exit_code']})"
+        cells.extend(tcells)
+        tcov: Counter = Counter()
+        for c in tcells:
+            tcov.update(c.features)
+        coverage.update(tcov)
+        corpus_added.extend(state.get("corpus_added", []))
+        failed |= r["status"] in ("crashed", "killed", "violated")
+        vocab = strategies.SOFTMAX_FEATURES if t.op == "softmax" else strategies.ATTENTION_FEATURES
+        doc_targets[t.name] = {
+            "op": t.op, "kind": t.kind, "status": r["status"], "exit_code": r["exit_code"],
+            "rounds": state.get("rounds", 0),
+            "examples": sum(c.examples for c in tcells),
+            "dtypes": {c.dtype: {
+                "status": c.status, "examples": c.examples, "max_ratio": c.max_ratio, "max_error": c.max_error,
+                "error_unit": c.error_unit, "worst_case": c.worst_case, "worst_case_artifact": c.worst_artifact,
+                "checkpoints": [{"elapsed_s": e, "max_ratio": m, "examples": n}
+                                for e, m, n in state.get("checkpoints", {}).get(c.dtype, [])],
+                "violation": c.violation.one_line() if c.violation else None,
+                "counterexample": c.counterexample,
+            } for c in tcells},
+            "coverage": {f: tcov.get(f, 0) for f in sorted(set(vocab) | set(tcov))},
+            "features_never_hit": sorted(f for f in vocab if not tcov.get(f) and not f.startswith("dtype:")),
+        }
+    if pytest_info.get("failed"):
+        failed = True
+    write_check_report(cells, out, {k: (v if not isinstance(v, tuple) else list(v)) for k, v in options.items()})
+    doc = {"schema": FUZZ_SCHEMA, "options": options, "elapsed_s": round(time.time() - t0, 3),
+           "interrupted": stop.requested, "signal": stop.signal, "targets": doc_targets,
+           "coverage": dict(sorted(coverage.items())), "corpus_added": corpus_added, "pytest": pytest_info}
+    (out / "fuzz.json").write_text(json.dumps(doc, indent=2, default=str))
+    (out / "summary.md").write_text(_summary_md(doc))
+    for c in cells:
+        log(f"{c.target}: " + cell_line(c).strip())
+    for p in corpus_added:
+        log(f"new corpus file: {p}")
+    if stop.requested:
+        log("interrupted: report written with what was found so far")
+    log(f"report: {out / 'report.json'}, {out / 'fuzz.json'}")
+    return 1 if failed else 0
+
+
+def _summary_md(doc: dict[str, Any]) -> str:
+    lines = [f"# flashverify fuzz report", "",
+             f"elapsed {doc['elapsed_s']:.0f} s, device {doc['options']['device']}, "
+             f"interrupted: {doc['interrupted']}", "",
+             "| target | status | exit | examples | worst ratio per dtype |", "|---|---|---|---|---|"]
+    for name, t in doc["targets"].items():
+        worst = ", ".join(f"{d}: {v['max_ratio']:.3g}" for d, v in t["dtypes"].items())
+        lines.append(f"| {name} | {t['status']} | {t['exit_code']} | {t['examples']} | {worst} |")
+    lines += ["", "## Feature coverage (examples exercising each feature)", ""]
+    lines += [f"- `{f}`: {n}" for f, n in sorted(doc["coverage"].items(), key=lambda kv: -kv[1])]
+    if doc["corpus_added"]:
+        lines += ["", "## New corpus files (commit them)", ""] + [f"- {p}" for p in doc["corpus_added"]]
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------- CLI glue
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("fuzz", help="time-boxed nightly fuzzing of every target; new counterexamples go to the corpus")
+    p.add_argument("--hours", type=float, required=True, help="wall-clock budget in hours (fractions allowed)")
+    p.add_argument("--device", default="auto", help="auto, cpu or cuda (default auto)")
+    p.add_argument("--targets", nargs="+", metavar="NAME", default=None,
+                   help="targets to fuzz (default: every non-mutant target available); mutants only when named")
+    p.add_argument("--op", choices=("softmax", "attention"), default=None,
+                   help="op of MODULE:FUNC / FILE.py:FUNC targets")
+    p.add_argument("--dtype", action="append", dest="dtypes", metavar="D", help="restrict dtypes (repeatable)")
+    p.add_argument("--report", metavar="DIR", default="fuzz-report", help="report directory (default fuzz-report)")
+    p.add_argument("--database", metavar="PATH|redis://URL", default=None,
+                   help="Hypothesis example database (default $FLASHVERIFY_DB or .hypothesis/examples)")
+    p.add_argument("--workers", type=int, default=1, help="parallel target processes / xdist workers")
+    p.add_argument("--engine", choices=("auto", "inprocess", "pytest", "both"), default="auto")
+    p.add_argument("--corpus", metavar="DIR", default=None,
+                   help="where new counterexamples go (default $FLASHVERIFY_CORPUS or tests/corpus)")
+    p.add_argument("--no-shrink", action="store_true", help="keep counterexamples unshrunk (faster)")
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--grace", type=float, default=60.0, help="seconds a child may overrun before being killed")
+
+
+def cmd_fuzz(args) -> int:
+    try:
+        return run_fuzz(hours=args.hours, device=args.device, targets=args.targets, op=args.op, dtypes=args.dtypes,
+                        report=args.report, database=args.database, workers=args.workers, engine=args.engine,
+                        corpus=args.corpus, shrink=not args.no_shrink, seed=args.seed, grace_s=args.grace,
+                        log=lambda m: print(m, flush=True))
+    except FuzzUsageError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
