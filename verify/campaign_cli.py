@@ -27,6 +27,9 @@ def add_run_parser(sub) -> None:
     p.add_argument("--seed", type=int, default=None, help="seed (default: a fresh one, recorded in the report)")
     p.add_argument("--no-mutants", action="store_true", help="skip mutation testing")
     p.add_argument("--no-fa3", action="store_true", help="skip the FlashAttention-3 Table 3 experiment")
+    p.add_argument("--no-shrink", action="store_true",
+                   help="report each cell's first failing input as found, unshrunk (shrinking can take tens of "
+                        "seconds per violation, beyond the budget)")
     p.add_argument("--progress", choices=("auto", "rich", "plain", "none"), default="auto",
                    help="progress display (default: a bar on a terminal, a line per cell otherwise)")
 
@@ -44,6 +47,8 @@ def _rerun(args, seed: int) -> str:
         argv.append("--no-mutants")
     if args.no_fa3:
         argv.append("--no-fa3")
+    if args.no_shrink:
+        argv.append("--no-shrink")
     return quote_command(argv)
 
 
@@ -70,7 +75,8 @@ def cmd_run(args) -> int:
              else _rerun(args, seed))
     opts = campaign.CampaignOptions(
         device=args.device, budget_s=args.budget, targets=args.targets, dtypes=dtypes, seed=seed,
-        mutants=not args.no_mutants, fa3=not args.no_fa3, report_dir=str(args.report), command_line=typed,
+        mutants=not args.no_mutants, fa3=not args.no_fa3, shrink=not args.no_shrink, report_dir=str(args.report),
+        command_line=typed,
         rerun_command=_rerun(args, seed), progress=args.progress,
     )
     try:
