@@ -135,9 +135,11 @@ def run(targets: list, device: str, *, dtypes: tuple[str, ...] = ("float16", "bf
         "setting": {"batch": setting.batch, "heads": setting.heads, "seq": setting.seq,
                     "head_dim": setting.head_dim, "scale": scale, "causal": False, "label": setting.label},
         "device": device, "seed": seed, "outlier_entries": outliers,
-        "metric": "RMSE of the output against the certified oracle (verify.oracle.attention_truth, verify.metrics.rmse)",
+        "metric": ("RMSE of the output against the certified oracle (verify.oracle.attention_truth, "
+                   "verify.metrics.rmse)"),
         "paper": PAPER,
-        "fp8_note": None if fp8 else "no selected target supports float8_e4m3fn: the paper's FP8 rows are shown for reference only",
+        "fp8_note": None if fp8 else ("no selected target supports float8_e4m3fn: the paper's FP8 rows are shown "
+                                      "for reference only"),
         "rows": rows,
         "seconds": round(time.perf_counter() - t_start, 3),
     }

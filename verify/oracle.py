@@ -338,6 +338,10 @@ def attention_truth(
     row_nan = torch.isnan(q64).any(-1) | (vis & torch.isnan(k64).any(-1)[:, :, None, :]).any(-1)
     elem_nan = (vis.to(torch.float64) @ torch.isnan(v64).to(torch.float64)) > 0
     expected_nan = ((row_nan & ~no_key)[..., None] | (elem_nan & ~no_key[..., None])) & expected_nonfinite
+    # ... unless an infinity reaches the row's scores too: a -inf score then hides its key
+    # legitimately, so what the NaN in that key's value does is undefined as well.
+    row_inf = torch.isinf(q64).any(-1) | (vis & torch.isinf(k64).any(-1)[:, :, None, :]).any(-1)
+    expected_nan &= ~row_inf[..., None]
     v_col_bad = v_bad.any(-2)[:, :, None, :]  # (B,Hq,1,Dv)
     may_be_nonfinite = v_col_bad & ~expected_nonfinite & ~no_key[..., None]
 

@@ -20,6 +20,7 @@ import hypothesis
 import torch
 from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import target as hyp_target
+from hypothesis.reporting import with_reporter
 
 import strategies
 from kernels.registry import Target
@@ -118,6 +119,13 @@ class CellResult:
     @property
     def summary(self) -> Summary:
         return summarize(torch.tensor(self.samples, dtype=torch.float64)) if self.samples else Summary(0, 0, 0, 0)
+
+
+class _BudgetSpent(BaseException):
+    """Ends a Hypothesis run when the cell's time budget is spent.
+
+    A BaseException, like KeyboardInterrupt, so Hypothesis stops at once instead of
+    treating it as a failure to shrink."""
 
 
 class _ViolationFound(Exception):
@@ -227,7 +235,7 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
     def property_holds(case) -> None:
         if opts.budget_s is not None and time.perf_counter() - start > opts.budget_s and not state["found"]:
             cell.cut_by_budget = True
-            return
+            raise _BudgetSpent()
         out = run_case(target, case, opts)
         for f in case.features:
             event(f)
@@ -245,7 +253,10 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
     if opts.seed is not None:
         property_holds = hypothesis.seed(opts.seed)(property_holds)
     try:
-        property_holds()
+        with with_reporter(lambda _text: None):  # we print our own, shorter, report
+            property_holds()
+    except _BudgetSpent:
+        pass
     except _ViolationFound as found:
         cell.status = "violated"
         cell.violation = found.violation
