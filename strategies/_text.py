@@ -41,3 +41,14 @@ def call_text(name: str, caps: Capabilities, **kwargs: Any) -> str:
         changed = {k: v for k, v in caps.to_dict().items() if v != Capabilities().to_dict()[k]}
         shown.append("caps=Capabilities(" + ", ".join(f"{k}={v!r}" for k, v in changed.items()) + ")")
     return f"{name}({', '.join(shown)})"
+
+
+class ReplayableRepr:
+    """repr() of a case is the call that rebuilds it, so a printed counterexample can be pasted back."""
+
+    def __repr__(self) -> str:
+        return f"case_from_dict({self.spec.to_dict()!r})"
+
+    def _repr_pretty_(self, printer, cycle: bool) -> None:
+        # Hypothesis pretty-prints dataclasses field by field unless told otherwise.
+        printer.text(repr(self))

@@ -38,7 +38,7 @@ from hypothesis.errors import InvalidArgument
 from hypothesis.strategies import SearchStrategy
 
 from strategies import _rng
-from strategies._text import call_text, num, short_dtype
+from strategies._text import ReplayableRepr, call_text, num, short_dtype
 from strategies._validation import (
     check_argument,
     check_caps,
@@ -353,8 +353,8 @@ def attention_features(spec: AttentionSpec) -> tuple[str, ...]:
     return ordered(found)
 
 
-@dataclass(frozen=True)
-class AttentionCase:
+@dataclass(frozen=True, repr=False)
+class AttentionCase(ReplayableRepr):
     """A drawn attention input: its spec and the adversarial features it exercises."""
 
     spec: AttentionSpec
@@ -384,14 +384,6 @@ class AttentionCase:
             parts.append("layout=" + ",".join(f"{n}:{l}" for n, l in zip("qkv", s.layouts) if l != "contiguous"))
         parts.append(f"seed={s.seed}")
         return " ".join(parts)
-
-    def __repr__(self) -> str:
-        # Replayable: paste into a test to rebuild the exact input.
-        return f"case_from_dict({self.spec.to_dict()!r})"
-
-    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
-        # Hypothesis prints dataclasses field by field unless told otherwise.
-        printer.text(repr(self))
 
 
 # ---- the strategy -------------------------------------------------------------------------

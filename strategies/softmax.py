@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 
 from strategies import _rng
-from strategies._text import call_text, num, short_dtype
+from strategies._text import ReplayableRepr, call_text, num, short_dtype
 from strategies._validation import (
     check_argument,
     check_caps,
@@ -222,8 +222,8 @@ def softmax_features(spec: SoftmaxSpec) -> tuple[str, ...]:
     return ordered(found)
 
 
-@dataclass(frozen=True)
-class SoftmaxCase:
+@dataclass(frozen=True, repr=False)
+class SoftmaxCase(ReplayableRepr):
     """A drawn softmax input: its spec and the adversarial features it exercises."""
 
     spec: SoftmaxSpec
@@ -258,14 +258,6 @@ class SoftmaxCase:
             parts.append(f"layout={s.layout}")
         parts.append(f"seed={s.seed}")
         return " ".join(parts)
-
-    def __repr__(self) -> str:
-        # Replayable: paste into a test to rebuild the exact input.
-        return f"case_from_dict({self.spec.to_dict()!r})"
-
-    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
-        # Hypothesis prints dataclasses field by field unless told otherwise.
-        printer.text(repr(self))
 
 
 # ---- the strategy -------------------------------------------------------------------------

@@ -44,3 +44,42 @@ def test_correct_implementation_has_no_violation(name: str) -> None:
 @pytest.mark.parametrize("name", CORRECT)
 def test_correct_implementation_has_no_violation_on_10000_examples(name: str) -> None:
     _assert_all_passed(_run(name, 10_000, seed=None))
+
+
+# ---- log-sum-exp ---------------------------------------------------------------------------
+
+import math  # noqa: E402
+
+import torch  # noqa: E402
+from hypothesis import given, settings  # noqa: E402
+
+import strategies  # noqa: E402
+from verify import metrics, oracle  # noqa: E402
+from verify.capabilities import Capabilities  # noqa: E402
+from verify.dtypes import get_format  # noqa: E402
+from verify.tolerance import ToleranceModel, lse_tolerance_ulps  # noqa: E402
+
+_LSE_CAPS = Capabilities(dtypes=("float16", "bfloat16", "float32"), special_values=False)
+
+
+def _lse_ratio(x: torch.Tensor, lse: torch.Tensor) -> float:
+    truth = oracle.softmax_truth(x)
+    tol = lse_tolerance_ulps(x, truth, x.dtype, ToleranceModel.for_target(_LSE_CAPS, get_format(x.dtype).name))
+    err = metrics.ulp_error(lse, truth.lse, x.dtype)
+    ok = (truth.row_status == oracle.ROW_FINITE) & torch.isfinite(err)
+    return float((err[ok] / tol[ok]).max()) if ok.any() else 0.0
+
+
+@settings(max_examples=60, deadline=None)
+@given(case=strategies.softmax_cases(dtypes=("float16", "bfloat16", "float32"), caps=_LSE_CAPS, max_length=200))
+def test_torch_logsumexp_is_within_the_lse_tolerance(case) -> None:
+    x = case.build()
+    got = torch.logsumexp(x.float(), dim=-1).to(x.dtype)
+    assert _lse_ratio(x, got) <= 1.0, case.describe()
+
+
+def test_lse_in_base_2_is_rejected() -> None:
+    """LSE reported in log2 units instead of ln (pytorch #181645: off by a factor ln 2)."""
+    x = torch.randn(8, 50, generator=torch.Generator().manual_seed(0)) * 3
+    wrong = torch.logsumexp(x, dim=-1) / math.log(2)
+    assert _lse_ratio(x, wrong) > 1.0

@@ -88,13 +88,9 @@ def _gamma(n: int, u: float) -> float:
     return n * u / (1 - n * u) if n * u < 1 else float("inf")
 
 
-def softmax_tolerance_ulps(
-    x: torch.Tensor, truth: SoftmaxTruth, target: str | FloatFormat, model: ToleranceModel
-) -> torch.Tensor:
-    """Per-element tolerance in ULPs of T for softmax outputs of finite rows (NaN elsewhere)."""
-    fmt = get_format(target)
-    c = model.compute
-    u_c = c.unit_roundoff
+def _finite_rows(x: torch.Tensor, truth: SoftmaxTruth):
+    """x in float64 with non-finite rows zeroed, the row max (keepdim), |x - max| (0 where it
+    overflows or x is -inf), the oracle's probabilities (0 outside finite rows), and the mask."""
     x64 = x.detach().to(torch.float64).to(truth.probs.hi.device)
     finite_row = (truth.row_status == 0)[..., None]
     xs = torch.where(finite_row, x64, torch.zeros_like(x64))
@@ -102,6 +98,17 @@ def softmax_tolerance_ulps(
     absd = (xs - m).abs()
     absd = torch.where(torch.isfinite(absd), absd, torch.zeros_like(xs))
     p = torch.where(finite_row, truth.probs.hi, torch.zeros_like(xs))
+    return xs, m, absd, p, finite_row
+
+
+def softmax_tolerance_ulps(
+    x: torch.Tensor, truth: SoftmaxTruth, target: str | FloatFormat, model: ToleranceModel
+) -> torch.Tensor:
+    """Per-element tolerance in ULPs of T for softmax outputs of finite rows (NaN elsewhere)."""
+    fmt = get_format(target)
+    c = model.compute
+    u_c = c.unit_roundoff
+    xs, m, absd, p, finite_row = _finite_rows(x, truth)
     conv = torch.zeros_like(xs)
     if _conversion(u_c, get_format(x.dtype), c):
         conv = u_c * (xs.abs() + m.abs())
@@ -122,18 +129,13 @@ def lse_tolerance_ulps(
     fmt = get_format(target)
     c = model.compute
     u_c = c.unit_roundoff
-    x64 = x.detach().to(torch.float64).to(truth.probs.hi.device)
-    finite_row = truth.row_status == 0
-    xs = torch.where(finite_row[..., None], x64, torch.zeros_like(x64))
-    m = xs.max(-1).values
-    absd = (xs - m[..., None]).abs()
-    absd = torch.where(torch.isfinite(absd), absd, torch.zeros_like(xs))
-    p = torch.where(finite_row[..., None], truth.probs.hi, torch.zeros_like(xs))
+    xs, m, absd, p, finite_row = _finite_rows(x, truth)
+    m, finite_row = m[..., 0], finite_row[..., 0]
     n = x.shape[-1]
     eps_S = _weighted(p, u_c * (2 * absd + 2 * model.exp_ulps)).sum(-1) + _gamma(max(n - 1, 0), u_c)
     lse = torch.where(finite_row, truth.lse.hi, torch.zeros_like(m))
     log_s = lse - m
-    conv = _conversion(u_c, get_format(x.dtype), c) * m.abs() if _conversion(u_c, get_format(x.dtype), c) else 0.0
+    conv = u_c * m.abs() if _conversion(u_c, get_format(x.dtype), c) else 0.0
     err = eps_S + 2 * model.exp_ulps * u_c * log_s.abs() + 2 * u_c * m.abs() + u_c * lse.abs() + conv
     tol = (model.safety * err + ulp(lse, fmt) / 2) / ulp(lse, fmt)
     return torch.where(finite_row, tol, torch.full_like(tol, float("nan")))
