@@ -299,6 +299,7 @@ def attention_truth(
     resolution: float = 1e-3,
     prec: int = 128,
     max_fallback_work: float | None = None,
+    fallback_only: torch.Tensor | None = None,
 ) -> AttentionTruth:
     """Certified ``softmax(scale * Q K^T + mask) V`` with GQA, causal (top-left) and boolean masks.
 
@@ -306,6 +307,8 @@ def attention_truth(
     plus ~100 for each mpmath exponential, in the same unit); rows past
     the cap are returned *uncertified* (NaN value, infinite bound) rather than approximated,
     so they are excluded from every measurement and counted by ``uncertified_rows``.
+    ``fallback_only`` (B, Hq, Nq) bool limits the fallback to those rows the same way (the
+    engine uses it to skip rows that are ill-conditioned for the target anyway).
 
     q is (B, Hq, Nq, D); k and v are (B, Hkv, Nk, D) with Hq a multiple of Hkv.
     Output bounds are certified to ``resolution * max(u_T * sum_j p_j|v_j|, tiny_T)``.
@@ -394,11 +397,15 @@ def attention_truth(
     o_lo = torch.zeros_like(o)
     lse_lo = torch.zeros_like(lse)
     uncertified = torch.zeros_like(undecided)
+    if fallback_only is not None:
+        uncertified = undecided & ~fallback_only.to(undecided.device)
+        undecided = undecided & ~uncertified
     if max_fallback_work is not None and undecided.any():
         rows_allowed = int(max_fallback_work // max(1, Nk * (D + 100)))
         flat = torch.nonzero(undecided.flatten()).flatten()
         if flat.numel() > rows_allowed:
             drop = flat[rows_allowed:]
+            uncertified = uncertified.clone()
             uncertified.view(-1)[drop] = True
             undecided = undecided & ~uncertified
     if undecided.any():
