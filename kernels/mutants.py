@@ -251,3 +251,12 @@ CONTROLS: list[Mutant] = [
 for _m in MUTANTS + CONTROLS:
     register(Target(_m.name, _m.op, _m.fn, _m.caps, _m.description,
                     kind="control" if _m.bug_class == "control" else "mutant"))
+
+
+def all_mutants() -> tuple[list[Mutant], list[Mutant]]:
+    """(mutants, controls) in every form available here: torch always, Triton when importable."""
+    try:
+        from kernels.triton_mutants import TRITON_CONTROLS, TRITON_MUTANTS
+    except ImportError:  # triton is an optional extra
+        return list(MUTANTS), list(CONTROLS)
+    return MUTANTS + TRITON_MUTANTS, CONTROLS + TRITON_CONTROLS

@@ -464,9 +464,10 @@ def run_mutation(opts: CampaignOptions, slice_s: float, progress: _Progress) -> 
     Controls get CONTROL_SHARE of the slice (they show the absence of false alarms); the mutants
     share the rest one after the other, so time a quickly killed mutant leaves goes to the next.
     """
-    from kernels.mutants import CONTROLS, MUTANTS
+    from kernels.mutants import all_mutants
     from verify import mutation
 
+    MUTANTS, CONTROLS = all_mutants()
     start = time.perf_counter()
     mutants_s = slice_s * (1 - CONTROL_SHARE)
     results, rows = [], []

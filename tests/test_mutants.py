@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from kernels.mutants import CONTROLS, MUTANTS
+from kernels.mutants import MUTANTS, all_mutants
 from verify import mutation, search
 
 OPTS = search.CheckOptions(max_examples=300, seed=12345, compare_naive=False, shrink=False,
@@ -18,20 +18,24 @@ OPTS = search.CheckOptions(max_examples=300, seed=12345, compare_naive=False, sh
 
 def test_catalog_is_complete_and_referenced() -> None:
     assert len(MUTANTS) >= 16
+    assert any(m.form == "triton" for m in ALL_MUTANTS)
     classes = {m.bug_class for m in MUTANTS}
     assert len(classes) >= 12
     for m in MUTANTS:
         assert m.description and m.reference.startswith("https://"), m.name
 
 
-@pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m.name)
+ALL_MUTANTS, ALL_CONTROLS = all_mutants()
+
+
+@pytest.mark.parametrize("mutant", ALL_MUTANTS, ids=lambda m: m.name)
 def test_mutant_is_killed(mutant) -> None:
     r = mutation.run_one(mutant, OPTS)
     assert r.status == "killed", f"{mutant.name} survived {OPTS.max_examples} examples per dtype"
     assert r.counterexample
 
 
-@pytest.mark.parametrize("control", CONTROLS, ids=lambda m: m.name)
+@pytest.mark.parametrize("control", ALL_CONTROLS, ids=lambda m: m.name)
 def test_control_is_not_killed(control) -> None:
     r = mutation.run_one(control, search.CheckOptions(max_examples=25, seed=777, compare_naive=False, shrink=False,
                                                       artifact_dir=".flashverify/test-artifacts"))

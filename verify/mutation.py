@@ -12,7 +12,7 @@ import statistics
 import time
 from dataclasses import dataclass
 
-from kernels.mutants import CONTROLS, MUTANTS, Mutant
+from kernels.mutants import Mutant, all_mutants
 from kernels.registry import get_target
 from verify import search
 
@@ -63,7 +63,8 @@ def run_one(m: Mutant, opts: search.CheckOptions) -> KillResult:
 
 def run_all(opts: search.CheckOptions, *, include_controls: bool = True, names: list[str] | None = None,
             progress=None) -> list[KillResult]:
-    chosen = [m for m in MUTANTS + (CONTROLS if include_controls else []) if names is None or m.name in names]
+    mutants, controls = all_mutants()
+    chosen = [m for m in mutants + (controls if include_controls else []) if names is None or m.name in names]
     results = []
     for m in chosen:
         results.append(run_one(m, opts))
