@@ -6,12 +6,19 @@ runs 10,000 per cell (the acceptance bar of the policy).
 
 from __future__ import annotations
 
+import math
 import os
 
 import pytest
+import torch
+from hypothesis import given, settings
 
+import strategies
 from kernels.registry import get_target
-from verify import search
+from verify import metrics, oracle, search
+from verify.capabilities import Capabilities
+from verify.dtypes import get_format
+from verify.tolerance import ToleranceModel, lse_tolerance_ulps
 
 CORRECT = [
     "torch.softmax", "ref-online-softmax", "ref-two-pass-softmax", "control-streaming-softmax",
@@ -47,17 +54,6 @@ def test_correct_implementation_has_no_violation_on_10000_examples(name: str) ->
 
 
 # ---- log-sum-exp ---------------------------------------------------------------------------
-
-import math  # noqa: E402
-
-import torch  # noqa: E402
-from hypothesis import given, settings  # noqa: E402
-
-import strategies  # noqa: E402
-from verify import metrics, oracle  # noqa: E402
-from verify.capabilities import Capabilities  # noqa: E402
-from verify.dtypes import get_format  # noqa: E402
-from verify.tolerance import ToleranceModel, lse_tolerance_ulps  # noqa: E402
 
 _LSE_CAPS = Capabilities(dtypes=("float16", "bfloat16", "float32"), special_values=False)
 

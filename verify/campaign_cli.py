@@ -54,17 +54,11 @@ def _rerun(args, seed: int) -> str:
 
 def cmd_run(args) -> int:
     from reports import campaign, report_html, report_json, report_md
-    from verify.cli import EXIT_OK, EXIT_VIOLATION, UsageError
-    from verify.dtypes import get_format
+    from verify.cli import EXIT_OK, EXIT_VIOLATION, UsageError, parse_dtypes
 
     if not (math.isfinite(args.budget) and args.budget > 0):
         raise UsageError(f"--budget must be a positive number of seconds, got {args.budget:g}")
-    dtypes = None
-    if args.dtypes:
-        try:
-            dtypes = tuple(get_format(d).name for d in args.dtypes)
-        except ValueError as e:
-            raise UsageError(str(e)) from None
+    dtypes = parse_dtypes(args.dtypes)
     try:
         args.device = campaign.resolve_device(args.device)
     except campaign.CampaignError as e:

@@ -29,6 +29,18 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(EXIT_USAGE)
 
 
+def parse_dtypes(names: list[str] | None) -> tuple[str, ...] | None:
+    """Canonical dtype names from the command line (None: every dtype), or a UsageError."""
+    from verify.dtypes import get_format
+
+    if not names:
+        return None
+    try:
+        return tuple(get_format(d).name for d in names)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
 def _add_check(sub) -> None:
     p = sub.add_parser("check", help="search for inputs on which a target violates its contract")
     p.add_argument("--op", choices=("softmax", "attention"), required=True)
@@ -64,12 +76,7 @@ def _resolve_check(args):
         target = load_target(args.target, args.op)
     except TargetLoadError as e:
         raise UsageError(f"cannot load target {args.target!r}: {e}") from None
-    dtypes = None
-    if args.dtypes:
-        try:
-            dtypes = tuple(get_format(d).name for d in args.dtypes)
-        except ValueError as e:
-            raise UsageError(str(e)) from None
+    dtypes = parse_dtypes(args.dtypes)
     why = target.unavailable_reason(device)
     if why:
         raise UsageError(f"target {target.name} cannot run here: {why}")
