@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole GPU tier and the benchmarks in one call (GPU time is scarce).
 # Logs and results go to $OUT (the device tool's folder) or ./gpu-results:
-#   tier.log  gpu-cells.json  attention.json  softmax.json  oracle.json  report.json  report.md  index.html
+#   tier.log  gpu-cells.jsonl  attention.json  softmax.json  oracle.json  report.json  report.md  index.html
 # Usage on the GPU machine, from the repo root:  bash bench/gpu_tier.sh
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-results}

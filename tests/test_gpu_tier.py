@@ -5,7 +5,8 @@ every dtype they declare; the torch mutants must all be killed on the GPU too;
 the oracle's GPU fast path must agree with its CPU path.  Peers (SDPA backends,
 FlexAttention) are measured by ``python -m verify run --device cuda`` in
 bench/gpu_tier.sh, where a deviation is a finding to report, not a test failure.
-Per-cell results are written to $FLASHVERIFY_OUT/gpu-cells.json when set.
+Per-cell results are appended to $FLASHVERIFY_OUT/gpu-cells.jsonl when set (one JSON object
+per line and one write per test, so pytest-xdist workers can share the file).
 """
 
 from __future__ import annotations
@@ -33,10 +34,13 @@ def _record(cells) -> None:
     out = os.environ.get("FLASHVERIFY_OUT")
     if not out:
         return
-    path = Path(out) / "gpu-cells.json"
-    rows = json.loads(path.read_text()) if path.exists() else []
-    rows += [{k: v for k, v in cell_to_dict(c).items() if k != "features"} for c in cells]
-    path.write_text(json.dumps(rows, indent=1, default=str))
+    rows = [{k: v for k, v in cell_to_dict(c).items() if k != "features"} for c in cells]
+    text = "".join(json.dumps(r, default=str) + "\n" for r in rows)
+    fd = os.open(Path(out) / "gpu-cells.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
 
 
 @pytest.mark.parametrize("name", STRICT_TARGETS)

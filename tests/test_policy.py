@@ -15,7 +15,8 @@ from hypothesis import given, settings
 
 import strategies
 from kernels.registry import get_target
-from verify import metrics, oracle, search
+from verify import metrics, oracle, search, tolerance
+from verify.contracts import evaluate_attention
 from verify.capabilities import Capabilities
 from verify.dtypes import get_format
 from verify.tolerance import ToleranceModel, lse_tolerance_ulps
@@ -79,3 +80,40 @@ def test_lse_in_base_2_is_rejected() -> None:
     x = torch.randn(8, 50, generator=torch.Generator().manual_seed(0)) * 3
     wrong = torch.logsumexp(x, dim=-1) / math.log(2)
     assert _lse_ratio(x, wrong) > 1.0
+
+
+def _single_key_case(dtype: torch.dtype):
+    """One key with a score of ~1e9: ill-conditioned in float32, so only the hull check applies."""
+    q = torch.full((1, 1, 1, 4), 300.0).to(dtype)
+    k = torch.full((1, 1, 1, 4), 3e4 if dtype == torch.float16 else 1e6).to(dtype)
+    v = torch.tensor([[[[1.5, -2.25, 0.75, 1.0]]]]).to(dtype)
+    return q, k, v
+
+
+@pytest.mark.parametrize("dtype,caps", [
+    (torch.float16, Capabilities()),
+    (torch.bfloat16, Capabilities()),
+    (torch.float32, Capabilities(dot_precision="tfloat32")),
+])
+def test_hull_allows_weights_that_sum_to_one_plus_the_rounding_of_p(dtype, caps) -> None:
+    """FlashAttention rounds P to the input dtype (or to TF32, by truncation) after l = sum p.
+
+    With one key the output is fl(p) v / p: up to u_p from v, and the output's own rounding
+    adds u_out.  That is a correct kernel; twice as far is not.
+    """
+    q, k, v = _single_key_case(dtype)
+    model = ToleranceModel.for_target(caps, get_format(dtype).name)
+    truth = oracle.attention_truth(q, k, v, scale=0.7, causal=False, target=get_format(dtype), max_fallback_work=0)
+    tol = tolerance.attention_tolerance_units(q, v, truth, get_format(dtype), model)
+    assert torch.isinf(tol).all()  # ill-conditioned: the hull is all that is checked
+    u_p = tolerance.probs_rounding(dtype, model)
+    assert u_p > 0
+    slack = tolerance.hull_relative_slack(dtype, get_format(dtype), model)
+    v64 = v.double()
+    inside = (v64 * (1 + u_p)).to(dtype)
+    outside = (v64 * (1 + 3 * slack)).to(dtype)
+    ok = evaluate_attention(inside, truth, tol, v=v, hull_slack=slack)
+    assert not ok.violations, ok.violations
+    bad = evaluate_attention(outside, truth, tol, v=v, hull_slack=slack)
+    assert [x.kind for x in bad.violations] == ["range"]
+    assert "allowed [" in bad.violations[0].message

@@ -132,7 +132,9 @@ def _worst(
     g, e = float(got.flatten()[flat]), float(truth_hi.flatten()[flat])
     er = float(err.flatten()[flat]) if err is not None else None
     tl = float(tol.flatten()[flat]) if tol is not None else None
-    msg = f"{int(bad.sum())} element(s); worst at {idx}: got {g!r}, exact {e!r}"
+    # The oracle leaves ill-conditioned rows it was not asked to certify as NaN.
+    exact = f"exact {e!r}" if e == e else "exact not computed (ill-conditioned row)"
+    msg = f"{int(bad.sum())} element(s); worst at {idx}: got {g!r}, {exact}"
     return Violation(kind, msg, idx, g, e, er, tl, unit)
 
 
@@ -204,9 +206,13 @@ def value_range(v: torch.Tensor, heads_q: int) -> tuple[torch.Tensor, torch.Tens
 
 def evaluate_attention(
     got: torch.Tensor, truth: AttentionTruth, tol_units: torch.Tensor, masked_rows: str = "either",
-    v: torch.Tensor | None = None,
+    v: torch.Tensor | None = None, hull_slack: float = 0.0,
 ) -> Evaluation:
-    """Check an attention output against the contract and the tolerance (condition units)."""
+    """Check an attention output against the contract and the tolerance (condition units).
+
+    ``hull_slack`` is how far, relative to max |v|, a correct output may leave the values'
+    hull beyond float32-level rounding of the sums (``tolerance.hull_relative_slack``).
+    """
     fmt = get_format(truth.target)
     g = got.detach().to(torch.float64).to(truth.out.hi.device)
     ev = Evaluation()
@@ -230,18 +236,23 @@ def evaluate_attention(
 
     # Ill-conditioned elements (infinite tolerance) are still a convex combination of the
     # values: outside their hull is wrong whatever the conditioning.  Checked against all keys
-    # of the head (a cheap superset), with room for float32-level rounding of the sums.
+    # of the head (a cheap superset), with room for float32-level rounding of the sums and for
+    # weights that sum to 1 + O(u) once P is rounded (hull_slack).
     outside = torch.zeros_like(finite_el)
     if v is not None:
         vmin, vmax = (t.to(g.device) for t in value_range(v, g.shape[1]))
         nk = v.shape[-2]
-        slack = (nk + 8) * 2.0**-20 * torch.maximum(vmin.abs(), vmax.abs()) + fmt.smallest_subnormal
+        slack = (hull_slack + (nk + 8) * 2.0**-20) * torch.maximum(vmin.abs(), vmax.abs()) + fmt.smallest_subnormal
         outside = finite_el & torch.isinf(tol_units) & torch.isfinite(g) & ((g < vmin - slack) | (g > vmax + slack))
     if outside.any():
         dist = torch.maximum(vmin - g, g - vmax)
         viol = _worst("range", outside, dist, g, truth.out.hi, None, None, "")
+        at = tuple(viol.index)
+        lo = float((vmin - slack).expand_as(g)[at])
+        hi = float((vmax + slack).expand_as(g)[at])
         ev.violations.append(Violation("range", f"outside the range of the values, which no softmax weighting "
-                                       f"can reach: {viol.message}", viol.index, viol.got, viol.expected))
+                                       f"can reach: {viol.message}; allowed [{lo:.9g}, {hi:.9g}]",
+                                       viol.index, viol.got, viol.expected))
 
     err = metrics.condition_error(got, truth.out, truth.cond, fmt)
     ev.ill_conditioned = int((finite_el & torch.isinf(tol_units)).sum())

@@ -30,11 +30,12 @@ class FloatFormat:
     emin: int  # exponent of the smallest normal number
     max_finite: float
     has_inf: bool = True
+    chopped: bool = False  # conversions into it may truncate instead of rounding to nearest
 
     @property
     def unit_roundoff(self) -> float:
-        """u = 2**-p: |fl(x) - x| <= u |x| for x in the normal range."""
-        return 2.0 ** (-self.precision)
+        """u = 2**-p (2**(1-p) if chopped): |fl(x) - x| <= u |x| for x in the normal range."""
+        return 2.0 ** (-self.precision + (1 if self.chopped else 0))
 
     @property
     def eps(self) -> float:
@@ -61,9 +62,11 @@ FORMATS: dict[str, FloatFormat] = {
     )
 }
 
-#: TensorFloat-32: the format NVIDIA tensor cores round float32 matmul inputs to.
-#: Not a storage dtype, but a compute precision a target may claim.
-TF32 = FloatFormat("tfloat32", torch.float32, 11, -126, float(torch.finfo(torch.float32).max))
+#: TensorFloat-32: the format NVIDIA tensor cores take float32 matmul inputs in.
+#: Not a storage dtype, but a compute precision a target may claim.  Chopped: Triton hands
+#: the float32 bits to the tensor core, which drops the low 13 (truncation, triton #4574),
+#: where cuBLAS rounds to nearest; the bound must hold for both.
+TF32 = FloatFormat("tfloat32", torch.float32, 11, -126, float(torch.finfo(torch.float32).max), chopped=True)
 
 #: Aliases accepted wherever a dtype name is.
 ALIASES = {

@@ -136,7 +136,8 @@ def check_attention_input(
                                        max_fallback_work=max_fallback_work, fallback_only=needed)
         tol = tolerance.attention_tolerance_units(q, v, truth, fmt, model)
     osecs = time.perf_counter() - t0
-    ev = contracts.evaluate_attention(out, truth, tol, masked_rows, v=v)
+    ev = contracts.evaluate_attention(out, truth, tol, masked_rows, v=v,
+                                      hull_slack=tolerance.hull_relative_slack(q.dtype, fmt, model))
     ev.uncertified = int(truth.uncertified_rows.sum())
     naive = 0.0
     if compare_naive:

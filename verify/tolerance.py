@@ -144,6 +144,33 @@ def lse_tolerance_ulps(
     return torch.where(finite_row, tol, torch.full_like(tol, float("nan")))
 
 
+def probs_rounding(q_dtype: torch.dtype, model: ToleranceModel) -> float:
+    """Relative error of one weight as it enters the P V product, beyond the compute precision.
+
+    P is rounded to the input dtype (FlashAttention: ``u_in``) and/or P and V are rounded to a
+    narrower dot format (TF32: ``2 u_dot``).  Zero when neither happens.
+    """
+    fin = get_format(q_dtype)
+    c = model.compute
+    u_p = fin.unit_roundoff if (model.probs_rounded_to_input and fin.precision < c.precision) else 0.0
+    # operands of the P V product rounded to a narrower dot format (TF32): P and V each once
+    u_p += 2 * model.dot.unit_roundoff if model.dot.precision < min(fin.precision, c.precision) else 0.0
+    return u_p
+
+
+def hull_relative_slack(q_dtype: torch.dtype, target: str | FloatFormat, model: ToleranceModel) -> float:
+    """How far, relative to max |v|, a correct output may sit outside the hull of the values.
+
+    ``O = sum_j fl(p_j) v_j / l`` with ``l = sum_j p_j`` taken before ``p`` is rounded
+    (FlashAttention), so the weights sum to ``1 + O(u_p)``, not 1; the output's final
+    rounding to the target format adds ``u_out``.  Float32-level rounding of the sums is
+    added by the contract, which knows ``Nk``.
+    """
+    u_p = probs_rounding(q_dtype, model)
+    u_out = get_format(target).unit_roundoff
+    return u_p + u_out + u_p * u_out
+
+
 def attention_tolerance_units(
     q: torch.Tensor, v: torch.Tensor, truth: AttentionTruth, target: str | FloatFormat, model: ToleranceModel
 ) -> torch.Tensor:
@@ -164,9 +191,7 @@ def attention_tolerance_units(
     rel = truth.abs_scores * (2 * u_dot_in + _gamma(D, u_c) + u_c) + u_c * (2 * absd + 2 * model.exp_ulps)
     pr = _weighted(p, rel)
     eps_l = pr.sum(-1, keepdim=True) + _gamma(Nk, u_c) + 2 * u_c * Nk
-    u_p = fin.unit_roundoff if (model.probs_rounded_to_input and fin.precision < c.precision) else 0.0
-    # operands of the P V product rounded to a narrower dot format (TF32): P and V each once
-    u_p += 2 * model.dot.unit_roundoff if model.dot.precision < min(fin.precision, c.precision) else 0.0
+    u_p = probs_rounding(q.dtype, model)
     cond = truth.cond
     weighted = pr @ vabs
     flush = (2 * c.smallest_normal + (fin.smallest_subnormal / 2 if u_p else 0.0)) * vabs.sum(-2, keepdim=True)
