@@ -196,7 +196,7 @@ AUTOTUNE_CONFIGS: dict[tuple[str, int], list[triton.Config]] = {
     ("16bit", 16): [_config(64, 64, 4, 3), _config(128, 64, 4, 3)],
     ("16bit", 32): [_config(64, 64, 4, 3), _config(128, 64, 4, 3)],
     ("16bit", 64): [_config(64, 64, 4, 3), _config(128, 64, 8, 3)],
-    ("16bit", 128): [_config(64, 64, 4, 3), _config(128, 64, 8, 3)],
+    ("16bit", 128): [_config(64, 64, 4, 3), _config(128, 64, 8, 3), _config(128, 128, 8, 3)],
     ("16bit", 256): [_config(64, 64, 4, 2), _config(128, 64, 8, 2), _config(64, 32, 4, 2)],
     ("tf32", 16): [_config(64, 64, 4, 3), _config(64, 32, 4, 3)],
     ("tf32", 32): [_config(64, 64, 4, 3), _config(64, 32, 4, 3)],

@@ -31,10 +31,10 @@ def _probe(device: str) -> str | None:
     return None
 
 
-def _softmax(x):
+def _softmax(x, precise=True):
     from kernels.triton_softmax import softmax
 
-    return softmax(x)
+    return softmax(x, precise=precise)
 
 
 def _attention(q, k, v, *, scale, causal=False, mask=None, allow_tf32=False):
@@ -57,6 +57,12 @@ register(Target(
                  notes=("the interpreter truncates float32 -> bfloat16: bfloat16 is checked on the GPU",)
                  if INTERPRETER else ()),
     "our Triton streaming softmax: one pass when the row fits on chip, online m/l otherwise",
+    _probe, kind="triton",
+))
+register(Target(
+    "triton-softmax-fast", "softmax", functools.partial(_softmax, precise=False),
+    Capabilities(dtypes=("float32",), devices=DEVICES, max_length=1 << 20),
+    "our Triton streaming softmax, float32 fast path: hardware exp2, plain sum, reciprocal multiply",
     _probe, kind="triton",
 ))
 register(Target(

@@ -26,7 +26,7 @@ pytestmark = pytest.mark.gpu
 
 EXAMPLES = int(os.environ.get("FLASHVERIFY_GPU_EXAMPLES", "25"))
 CELL_BUDGET_S = float(os.environ.get("FLASHVERIFY_GPU_CELL_BUDGET_S", "60"))
-STRICT_TARGETS = ["triton-softmax", "triton-attention", "triton-attention-tf32", "torch.softmax",
+STRICT_TARGETS = ["triton-softmax", "triton-softmax-fast", "triton-attention", "triton-attention-tf32", "torch.softmax",
                   "ref-blocked-attention", "ref-online-softmax"]
 
 

@@ -6,6 +6,7 @@ runs 10,000 per cell (the acceptance bar of the policy).
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import os
 
@@ -26,6 +27,9 @@ CORRECT = [
     "sdpa-math", "ref-blocked-attention", "ref-naive-attention", "ref-naive-attention-fp64",
     "control-streaming-attention",
 ]
+if importlib.util.find_spec("triton") is not None:
+    # Our kernels, on the Triton interpreter here (CPU-sized inputs; bfloat16 on the GPU tier).
+    CORRECT += ["triton-softmax", "triton-softmax-fast", "triton-attention", "triton-attention-tf32"]
 CI_EXAMPLES = int(os.environ.get("FLASHVERIFY_CI_EXAMPLES", "20"))
 
 
