@@ -131,12 +131,8 @@ SWEEP_CONFIGS = {
 }
 
 
-def sweep_case(dtype_name, d, n, causal, warmup, rep, tma_modes=(False, True), lazy_modes=(False,)):
-    """Time our kernel at fixed tilings, pointer loads and TMA descriptors, without autotuning.
-
-    ``lazy_modes`` (True: keep a stale running maximum, skip the rescale of acc) labels
-    lazy rows ``L`` instead of ``P`` / ``T``.
-    """
+def sweep_case(dtype_name, d, n, causal, warmup, rep):
+    """Time our kernel at fixed tilings, pointer loads and TMA descriptors, without autotuning."""
     from triton.testing import do_bench
 
     from kernels.triton_attention import attention
@@ -145,11 +141,10 @@ def sweep_case(dtype_name, d, n, causal, warmup, rep, tma_modes=(False, True), l
     dtype = DTYPES[dtype_name]
     q, k, v = (torch.randn(b, h, n, d, device="cuda", dtype=dtype) for _ in range(3))
     rows = []
-    for use_tma, lazy in [(t, z) for t in tma_modes for z in lazy_modes]:
+    for use_tma in (False, True):
         for bm, bn, w, st in SWEEP_CONFIGS[d]:
-            cfg = {"BLOCK_M": bm, "BLOCK_N": bn, "num_warps": w, "num_stages": st, "LAZY_RESCALE": lazy}
-            row = {"dtype": dtype_name, "D": d, "N": n, "causal": causal, "tma": use_tma, "lazy": lazy,
-                   "config": [bm, bn, w, st]}
+            cfg = {"BLOCK_M": bm, "BLOCK_N": bn, "num_warps": w, "num_stages": st}
+            row = {"dtype": dtype_name, "D": d, "N": n, "causal": causal, "tma": use_tma, "config": [bm, bn, w, st]}
             try:
                 fn = lambda: attention(q, k, v, scale=d**-0.5, causal=causal, config=cfg, use_tma=use_tma)  # noqa: E731
                 fn()
@@ -159,12 +154,10 @@ def sweep_case(dtype_name, d, n, causal, warmup, rep, tma_modes=(False, True), l
                 row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}"
             rows.append(row)
     best = max((r for r in rows if "tflops" in r), key=lambda r: r["tflops"], default=None)
-    def label(r):
-        return ("L" if r["lazy"] else "") + ("T" if r["tma"] else "P") + str(tuple(r["config"]))
-
-    line = "  ".join(f"{label(r)}:{r.get('tflops', float('nan')):.0f}" for r in rows)
-    print(f"sweep {dtype_name} D={d} N={n} causal={int(causal)} best {label(best) if best else '-'}  |  {line}",
-          flush=True)
+    line = "  ".join(f"{'T' if r['tma'] else 'P'}{tuple(r['config'])}:{r.get('tflops', float('nan')):.0f}"
+                     for r in rows)
+    print(f"sweep {dtype_name} D={d} N={n} causal={int(causal)} best "
+          f"{('T' if best['tma'] else 'P') + str(tuple(best['config'])) if best else '-'}  |  {line}", flush=True)
     return rows
 
 
@@ -264,9 +257,6 @@ def main(argv=None) -> int:
                    help="ours: TMA descriptors (auto: when the hardware and strides allow) or pointer loads")
     p.add_argument("--sweep", action="store_true",
                    help="instead of the comparison, time our kernel at fixed tilings (pointer and TMA paths)")
-    p.add_argument("--sweep-tma", default="both", choices=("both", "yes", "no"), help="--sweep: which load paths")
-    p.add_argument("--sweep-lazy", default="no", choices=("both", "yes", "no"),
-                   help="--sweep: also time the lazy rescale (stale running maximum)")
     args = p.parse_args(argv)
 
     if not torch.cuda.is_available():
@@ -282,9 +272,7 @@ def main(argv=None) -> int:
     cases = [(dt, int(d), int(n), c) for dt in args.dtypes.split(",") for d in args.dims.split(",")
              for n in args.ns.split(",") for c in causals]
     if args.sweep:
-        modes = {"both": (False, True), "yes": (True,), "no": (False,)}
-        sweep = [r for case in cases for r in sweep_case(*case, args.warmup, args.rep, modes[args.sweep_tma],
-                                                         modes[args.sweep_lazy])]
+        sweep = [r for case in cases for r in sweep_case(*case, args.warmup, args.rep)]
         host = host_overhead_us()
         if args.out:
             args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -62,7 +62,7 @@ def _attn_blocks(
     lo, hi, n_q, n_k, qk_scale, offs_m, offs_n, offs_d,
     BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
     MASKED: tl.constexpr, CAUSAL: tl.constexpr, HAS_MASK: tl.constexpr,
-    DOT_PRECISION: tl.constexpr, USE_TMA: tl.constexpr, LAZY_RESCALE: tl.constexpr,
+    DOT_PRECISION: tl.constexpr, USE_TMA: tl.constexpr,
 ):
     """Fold key blocks [lo, hi) into the running (acc, l, m) of one query block."""
     for start_n in range(lo, hi, BLOCK_N):
@@ -79,33 +79,18 @@ def _attn_blocks(
             in_range = (offs_m < n_q)[:, None] & (cols < n_k)[None, :]
             allowed = tl.load(mask_rows + cols[None, :] * stride_mn, mask=in_range, other=0)
             s = tl.where(allowed != 0, s, float("-inf"))
-        m_blk = tl.max(s, axis=1)
-        if LAZY_RESCALE:
-            # Rescaling acc costs BLOCK_M x D multiplies per tile.  Keep a stale maximum while
-            # no row's maximum has grown past it by more than 8 (base 2): then p <= 2**8, which
-            # neither l, acc nor P in 16 bits minds, and the final acc / l is unchanged.
-            if tl.max((m_blk > m_i + 8.0).to(tl.int32), axis=0) > 0:
-                m_new = tl.maximum(m_i, m_blk)
-                alpha = tl.math.exp2(m_i - safe_max(m_new))
-                acc = acc * alpha[:, None]
-                l_i = l_i * alpha
-                m_i = m_new
-            p = tl.math.exp2(s - safe_max(m_i)[:, None])
-            l_i = l_i + tl.sum(p, axis=1)
-        else:
-            m_new = tl.maximum(m_i, m_blk)
-            # A row with nothing visible yet has m_new = -inf; shifting it by 0 keeps
-            # p = exp2(-inf) = 0 and alpha = exp2(-inf) = 0, never exp2(-inf + inf) = NaN.
-            shift = safe_max(m_new)
-            p = tl.math.exp2(s - shift[:, None])
-            alpha = tl.math.exp2(m_i - shift)
-            l_i = l_i * alpha + tl.sum(p, axis=1)
-            acc = acc * alpha[:, None]
-            m_i = m_new
+        m_new = tl.maximum(m_i, tl.max(s, axis=1))
+        # A row with nothing visible yet has m_new = -inf; shifting it by 0 keeps
+        # p = exp2(-inf) = 0 and alpha = exp2(-inf) = 0, never exp2(-inf + inf) = NaN.
+        shift = safe_max(m_new)
+        p = tl.math.exp2(s - shift[:, None])
+        alpha = tl.math.exp2(m_i - shift)
+        l_i = l_i * alpha + tl.sum(p, axis=1)
         v = _load_block(V, v_base, b, h_kv, start_n, cols, n_k, stride_vn, stride_vd, offs_d,
                         BLOCK_N, HEAD_DIM, BLOCK_D, MASKED, USE_TMA)
         # P is rounded to the input type before P @ V, as FlashAttention does.
-        acc = tl.dot(p.to(v.dtype), v, acc, input_precision=DOT_PRECISION)
+        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None], input_precision=DOT_PRECISION)
+        m_i = m_new
     return acc, l_i, m_i
 
 
@@ -121,7 +106,7 @@ def _attn_fwd_kernel(
     TUNE_N, TUNE_DTYPE,  # autotuning key only: a length bucket and the element type
     HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, HAS_MASK: tl.constexpr, WRITE_LSE: tl.constexpr,
     DOT_PRECISION: tl.constexpr, USE_TMA: tl.constexpr, BLOCK_D: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, LAZY_RESCALE: tl.constexpr = False,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
     pid_m = tl.program_id(0)
     if CAUSAL:
@@ -161,13 +146,13 @@ def _attn_fwd_kernel(
         acc, l_i, m_i, q, K, V, k_base, v_base, mask_rows, b, h_kv,
         stride_kn, stride_kd, stride_vn, stride_vd, stride_mn,
         0, full, n_q, n_k, qk_scale, offs_m, offs_n, offs_d,
-        BLOCK_N, HEAD_DIM, BLOCK_D, False, CAUSAL, HAS_MASK, DOT_PRECISION, USE_TMA, LAZY_RESCALE,
+        BLOCK_N, HEAD_DIM, BLOCK_D, False, CAUSAL, HAS_MASK, DOT_PRECISION, USE_TMA,
     )
     acc, l_i, m_i = _attn_blocks(
         acc, l_i, m_i, q, K, V, k_base, v_base, mask_rows, b, h_kv,
         stride_kn, stride_kd, stride_vn, stride_vd, stride_mn,
         full, hi, n_q, n_k, qk_scale, offs_m, offs_n, offs_d,
-        BLOCK_N, HEAD_DIM, BLOCK_D, True, CAUSAL, HAS_MASK, DOT_PRECISION, USE_TMA, LAZY_RESCALE,
+        BLOCK_N, HEAD_DIM, BLOCK_D, True, CAUSAL, HAS_MASK, DOT_PRECISION, USE_TMA,
     )
 
     # l == 0 exactly when a row saw no key: output 0, LSE -inf.  acc is not trusted
@@ -422,7 +407,6 @@ def attention(
                 desc.block_shape = [1, 1, rows, block_d]
         grid = (triton.cdiv(Nq, config["BLOCK_M"]), B * Hq)
         _attn_fwd_kernel[grid](*args, **meta, BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"],
-                               LAZY_RESCALE=bool(config.get("LAZY_RESCALE", False)),
                                num_warps=config.get("num_warps", 4), num_stages=config.get("num_stages", 2))
     return (out, lse) if return_lse else out
 
