@@ -62,14 +62,18 @@ def _attn_blocks(
     lo, hi, n_q, n_k, qk_scale, offs_m, offs_n, offs_d,
     BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
     MASKED: tl.constexpr, CAUSAL: tl.constexpr, HAS_MASK: tl.constexpr,
-    DOT_PRECISION: tl.constexpr, USE_TMA: tl.constexpr,
+    DOT_PRECISION: tl.constexpr, USE_TMA: tl.constexpr, SCALE_MODE: tl.constexpr,
 ):
     """Fold key blocks [lo, hi) into the running (acc, l, m) of one query block."""
     for start_n in range(lo, hi, BLOCK_N):
         cols = start_n + offs_n
         k = _load_block(K, k_base, b, h_kv, start_n, cols, n_k, stride_kn, stride_kd, offs_d,
                         BLOCK_N, HEAD_DIM, BLOCK_D, MASKED, USE_TMA)
-        s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale
+        s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION)
+        if SCALE_MODE == 0:
+            s = s * qk_scale
+        elif SCALE_MODE == 2:
+            s = -s  # exact; qk_scale holds |scale| * log2(e)
         if MASKED:
             visible = (cols < n_k)[None, :]
             if CAUSAL:
@@ -83,8 +87,18 @@ def _attn_blocks(
         # A row with nothing visible yet has m_new = -inf; shifting it by 0 keeps
         # p = exp2(-inf) = 0 and alpha = exp2(-inf) = 0, never exp2(-inf + inf) = NaN.
         shift = safe_max(m_new)
-        p = tl.math.exp2(s - shift[:, None])
-        alpha = tl.math.exp2(m_i - shift)
+        if SCALE_MODE == 0:
+            p = tl.math.exp2(s - shift[:, None])
+            alpha = tl.math.exp2(m_i - shift)
+        else:
+            # Scores stay unscaled and the scale multiplies the difference.  Scaling first
+            # invites the compiler to contract s * c - shift into one FMA, which leaves the
+            # largest score the rounding error of its product, not 0: for scores near 2**32
+            # that is exp2(+256) = inf and a NaN row (the suite found it on the H200; the bug
+            # class of pytorch #121558).  (s - shift) * c has no FMA form, and the
+            # subtraction is exact for scores within a factor of two of the maximum.
+            p = tl.math.exp2((s - shift[:, None]) * qk_scale)
+            alpha = tl.math.exp2((m_i - shift) * qk_scale)
         l_i = l_i * alpha + tl.sum(p, axis=1)
         v = _load_block(V, v_base, b, h_kv, start_n, cols, n_k, stride_vn, stride_vd, offs_d,
                         BLOCK_N, HEAD_DIM, BLOCK_D, MASKED, USE_TMA)
@@ -105,7 +119,7 @@ def _attn_fwd_kernel(
     n_heads, group, n_q, n_k,
     TUNE_N, TUNE_DTYPE,  # autotuning key only: a length bucket and the element type
     HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, HAS_MASK: tl.constexpr, WRITE_LSE: tl.constexpr,
-    DOT_PRECISION: tl.constexpr, USE_TMA: tl.constexpr, BLOCK_D: tl.constexpr,
+    DOT_PRECISION: tl.constexpr, USE_TMA: tl.constexpr, BLOCK_D: tl.constexpr, SCALE_MODE: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
     pid_m = tl.program_id(0)
@@ -146,13 +160,13 @@ def _attn_fwd_kernel(
         acc, l_i, m_i, q, K, V, k_base, v_base, mask_rows, b, h_kv,
         stride_kn, stride_kd, stride_vn, stride_vd, stride_mn,
         0, full, n_q, n_k, qk_scale, offs_m, offs_n, offs_d,
-        BLOCK_N, HEAD_DIM, BLOCK_D, False, CAUSAL, HAS_MASK, DOT_PRECISION, USE_TMA,
+        BLOCK_N, HEAD_DIM, BLOCK_D, False, CAUSAL, HAS_MASK, DOT_PRECISION, USE_TMA, SCALE_MODE,
     )
     acc, l_i, m_i = _attn_blocks(
         acc, l_i, m_i, q, K, V, k_base, v_base, mask_rows, b, h_kv,
         stride_kn, stride_kd, stride_vn, stride_vd, stride_mn,
         full, hi, n_q, n_k, qk_scale, offs_m, offs_n, offs_d,
-        BLOCK_N, HEAD_DIM, BLOCK_D, True, CAUSAL, HAS_MASK, DOT_PRECISION, USE_TMA,
+        BLOCK_N, HEAD_DIM, BLOCK_D, True, CAUSAL, HAS_MASK, DOT_PRECISION, USE_TMA, SCALE_MODE,
     )
 
     # l == 0 exactly when a row saw no key: output 0, LSE -inf.  acc is not trusted
@@ -169,7 +183,8 @@ def _attn_fwd_kernel(
             o_mask = (offs_m < n_q)[:, None] & (offs_d < HEAD_DIM)[None, :]
         tl.store(o_ptrs, out.to(OUT.dtype.element_ty), mask=o_mask)
     if WRITE_LSE:
-        lse = tl.where(empty, float("-inf"), (m_i + tl.math.log2(l_i)) * LN2)
+        m_scaled = m_i if SCALE_MODE == 0 else m_i * qk_scale
+        lse = tl.where(empty, float("-inf"), (m_scaled + tl.math.log2(l_i)) * LN2)
         tl.store(LSE + bh.to(tl.int64) * n_q + offs_m, lse, mask=offs_m < n_q)
 
 
@@ -231,7 +246,8 @@ def _prune(configs, named_args, **kwargs):
 
 _attn_fwd_tuned = triton.autotune(
     configs=_ALL_CONFIGS,
-    key=["TUNE_N", "TUNE_DTYPE", "HEAD_DIM", "CAUSAL", "HAS_MASK", "WRITE_LSE", "DOT_PRECISION", "USE_TMA"],
+    key=["TUNE_N", "TUNE_DTYPE", "HEAD_DIM", "CAUSAL", "HAS_MASK", "WRITE_LSE", "DOT_PRECISION", "USE_TMA",
+         "SCALE_MODE"],
     prune_configs_by={"early_config_prune": _prune},
 )(_attn_fwd_kernel)
 
@@ -378,16 +394,21 @@ def attention(
     else:
         q_arg, k_arg, v_arg, o_arg = q, k, v, out
 
+    qk_scale = scale * math.log2(math.e)
+    # 1 / 2: scale > 0 / < 0 (scores negated, exactly): the scale multiplies score - max.
+    # 0: a scale of 0 (or below float32's normal range) multiplies first, since
+    # (-inf - m) * 0 for a masked score would be NaN.
+    scale_mode = 0 if abs(qk_scale) < 2.0**-126 else 1 if qk_scale > 0 else 2
     precision = "tf32" if (q.dtype == torch.float32 and allow_tf32) else "ieee"
     n_max = max(Nq, Nk)
     tune_n = 1024 if n_max <= 1024 else 4096 if n_max <= 4096 else 16384
     args = (
-        q_arg, k_arg, v_arg, mask_arg, o_arg, lse if return_lse else out, scale * math.log2(math.e),
+        q_arg, k_arg, v_arg, mask_arg, o_arg, lse if return_lse else out, abs(qk_scale) if scale_mode else qk_scale,
         *q.stride(), *k.stride(), *v.stride(), *mask_strides, *out.stride(),
         Hq, Hq // Hkv, Nq, Nk, tune_n, _DTYPE_ID[q.dtype],
     )
     meta = dict(HEAD_DIM=D, CAUSAL=bool(causal), HAS_MASK=mask is not None, WRITE_LSE=return_lse,
-                DOT_PRECISION=precision, USE_TMA=bool(use_tma), BLOCK_D=block_d)
+                DOT_PRECISION=precision, USE_TMA=bool(use_tma), BLOCK_D=block_d, SCALE_MODE=scale_mode)
 
     if config is None and interpreting():
         config = {"BLOCK_M": 16, "BLOCK_N": 16, "num_warps": 1, "num_stages": 1}

@@ -121,3 +121,20 @@ def test_hull_allows_weights_that_sum_to_one_plus_the_rounding_of_p(dtype, caps)
     bad = evaluate_attention(outside, truth, tol, v=v, hull_slack=slack)
     assert [x.kind for x in bad.violations] == ["range"]
     assert "allowed [" in bad.violations[0].message
+
+
+def test_tf32_tolerance_covers_flushed_subnormal_values() -> None:
+    """A TF32 tensor core reads a subnormal V entry as 0: that is within the TF32 claim, not IEEE."""
+    q = torch.tensor([[[[0.5, -1.0, 0.25, 2.0]]]])
+    k = torch.tensor([[[[1.0, 0.5, -0.5, 0.25]]]])
+    v = torch.tensor([[[[-3.98e-42, 1.5, 2.0**-140, -0.75]]]])
+    got = v.clone()
+    got[..., 0] = 0.0
+    got[..., 2] = 0.0
+    fmt = get_format(torch.float32)
+    truth = oracle.attention_truth(q, k, v, scale=0.5, causal=False, target=fmt)
+    for caps, ok in ((Capabilities(dot_precision="tfloat32"), True), (Capabilities(), False)):
+        model = ToleranceModel.for_target(caps, "float32")
+        tol = tolerance.attention_tolerance_units(q, v, truth, fmt, model)
+        ev = evaluate_attention(got, truth, tol, v=v, hull_slack=tolerance.hull_relative_slack(q.dtype, fmt, model))
+        assert (not ev.violations) == ok, (caps.dot_precision, ev.violations)
