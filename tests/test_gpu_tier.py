@@ -57,8 +57,12 @@ def test_gpu_target_has_no_violation(name: str) -> None:
 
 @pytest.mark.parametrize("mutant", all_mutants()[0], ids=lambda m: m.name)
 def test_gpu_mutant_is_killed(mutant) -> None:
-    """Each mutant (torch and Triton forms) is killed on the GPU within 100 examples per dtype."""
-    opts = search.CheckOptions(device="cuda", max_examples=100, seed=7, compare_naive=False, shrink=False,
+    """Each mutant (torch and Triton forms) is killed on the GPU within 300 examples per dtype, as in CI.
+
+    On the H200 (2026-11-29) 100 examples per dtype left two to four mutants alive
+    (gqa-modulo, head-dim-unmasked, ...): the GPU profile's larger cases are fewer per second.
+    """
+    opts = search.CheckOptions(device="cuda", max_examples=300, seed=7, compare_naive=False, shrink=False,
                                profile=search.PROFILES["gpu"], artifact_dir=".flashverify/gpu-mutants")
     r = mutation.run_one(mutant, opts)
     out = os.environ.get("FLASHVERIFY_OUT")
@@ -71,7 +75,7 @@ def test_gpu_mutant_is_killed(mutant) -> None:
             os.write(fd, line.encode())
         finally:
             os.close(fd)
-    assert r.status == "killed", f"{mutant.name} survived 100 examples per dtype on the GPU"
+    assert r.status == "killed", f"{mutant.name} survived 300 examples per dtype on the GPU"
 
 
 def test_oracle_gpu_fast_path_matches_cpu() -> None:
