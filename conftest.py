@@ -3,7 +3,14 @@
 Profiles (choose with ``--hypothesis-profile NAME``):
   dev      default locally: moderate examples, random seeds, local example database.
   ci       derandomized and bounded, for .ci/run: same inputs every run.
-  nightly  many examples, no deadline, persistent example database.
+  nightly  many examples, no deadline, persistent example database:
+           $FLASHVERIFY_DB, a directory (default .hypothesis/examples) or a
+           redis://URL (a RedisExampleDatabase shared by several machines; needs
+           the ``redis`` package).
+  replay   the nightly database, replayed only (no new examples): every
+           failure saved there fails again, e.g.
+           ``FLASHVERIFY_DB=redis://host:6379/0 pytest tests/fuzz -m nightly
+           --hypothesis-profile replay``.  A property with nothing saved is skipped.
 """
 
 from __future__ import annotations
@@ -22,21 +29,24 @@ if os.environ.get("FLASHVERIFY_NO_INTERPRET") != "1":
         pass
 
 import pytest
-from hypothesis import HealthCheck, settings
-from hypothesis.database import DirectoryBasedExampleDatabase
+from hypothesis import HealthCheck, Phase, settings
+
+from verify.fuzz import open_database
 
 _common = dict(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
 )
+_nightly_db_spec = os.environ.get("FLASHVERIFY_DB") or ".hypothesis/examples"
+try:  # a redis:// URL needs the redis package; nothing connects until a nightly test runs
+    _nightly_db = open_database(_nightly_db_spec)
+except ImportError as _e:
+    raise ImportError(f"FLASHVERIFY_DB={_nightly_db_spec} is a Redis URL, but the `redis` package is not "
+                      f"installed ({_e}). Install it (pip install redis) or unset FLASHVERIFY_DB.") from None
 settings.register_profile("dev", max_examples=50, **_common)
 settings.register_profile("ci", max_examples=40, derandomize=True, database=None, print_blob=True, **_common)
-settings.register_profile(
-    "nightly",
-    max_examples=20_000,
-    database=DirectoryBasedExampleDatabase(os.environ.get("FLASHVERIFY_DB", ".hypothesis/examples")),
-    **_common,
-)
+settings.register_profile("nightly", max_examples=20_000, database=_nightly_db, **_common)
+settings.register_profile("replay", parent=settings.get_profile("nightly"), phases=(Phase.explicit, Phase.reuse))
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 

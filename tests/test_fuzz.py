@@ -1,4 +1,8 @@
-"""``python -m verify fuzz`` and the regression corpus (CPU, well under 90 s with -n 4).
+"""``python -m verify fuzz``, its pytest engine, the Redis example database, HypoFuzz, and the regression corpus.
+
+CPU, about 2 min with -n 2 on the 2-core machine (the two Redis round trips and the short
+fuzz runs are most of it).  The HypoFuzz tests skip when hypofuzz (the optional ``fuzz``
+extra) is not installed; the real-Redis test skips when no ``redis-server`` is on PATH.
 
 The corpus replay (``test_corpus_entry_replays``) is a normal CI test: every counterexample
 the nightly fuzzer ever committed to ``tests/corpus`` is re-checked on every run.
@@ -10,17 +14,22 @@ import importlib.util
 import inspect
 import json
 import os
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
 import hypothesis
 import pytest
+from hypothesis.internal.reflection import function_digest
 
-from verify.fuzz import DEFAULT_CORPUS, corpus_entry, load_corpus, replay_entry, write_corpus_entry
+from verify.fuzz import (DEFAULT_CORPUS, corpus_entry, load_corpus, read_property_results, replay_entry,
+                         write_corpus_entry)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -30,8 +39,10 @@ def _cmd(tmp: Path, *args: str) -> list[str]:
             *args]
 
 
-def _env() -> dict[str, str]:
-    return dict(os.environ, PYTHONPATH=str(ROOT))
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("FLASHVERIFY_", "HYPOTHESIS_PROFILE", "PYTEST_XDIST", "PYTEST_CURRENT"))}
+    return dict(env, PYTHONPATH=str(ROOT), **extra)
 
 
 def fuzz(tmp: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -119,19 +130,255 @@ def test_crashing_target_is_reported_as_crashed(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("args, needle", [
-    (["--hours", "0.001", "--database", "redis://localhost:6379/0", "--targets", "torch.softmax"], "redis"),
     (["--hours", "0", "--targets", "torch.softmax"], "positive"),
     (["--hours", "0.001", "--targets", "no-such-target"], "no-such-target"),
 ])
 def test_bad_arguments_exit_2(tmp_path: Path, args: list[str], needle: str, capsys) -> None:
-    if "redis://" in " ".join(args) and importlib.util.find_spec("redis") is not None:
-        pytest.skip("redis is installed here; the missing-package message cannot be shown")
     from verify.cli import main
 
     rc = main(["fuzz", *args, "--report", str(tmp_path / "rep"), "--corpus", str(tmp_path / "corpus")])
     err = capsys.readouterr().err
     assert rc == 2, err
     assert needle in err and "Traceback" not in err
+
+
+# ----------------------------------------------------------------- the pytest engine
+
+
+def test_fuzz_pytest_engine_reports_every_property_within_a_short_run(tmp_path: Path) -> None:
+    """43 s in all: each property gets its share as a wall-clock budget and reports, none is cut at the end."""
+    rep = tmp_path / "rep"
+    r = fuzz(tmp_path, "--hours", "0.012", "--engine", "pytest", "--targets", "torch.softmax", "--dtype", "float32",
+             "--dtype", "float16", "--report", str(rep), timeout=180)
+    assert r.returncode == 0, r.stdout + r.stderr + (rep / "pytest.log").read_text()
+    doc = json.loads((rep / "fuzz.json").read_text())
+    py = doc["pytest"]
+    assert py["ran"] and py["properties_total"] == 2 and py["properties_reported"] == 2, py
+    (session,) = py["sessions"]  # 43 s leave no room for a second session (30 s at least)
+    assert session["exit_code"] == 0 and not session["stopped_at_deadline"] and session["property_budget_s"] > 2
+    for nodeid, prop in py["properties"].items():
+        assert prop["outcome"] == "passed" and prop["stopped_by"] == {"budget": 1}, (nodeid, prop)
+        assert prop["examples"] > 0 and prop["features"] and prop["worst_case"] and 0 <= prop["max_ratio"] <= 1
+        assert prop["seconds"] < session["property_budget_s"] + 20  # the budget stopped it, not max_examples
+    t = doc["targets"]["torch.softmax"]
+    assert set(t["pytest"]) == {"float16", "float32"} and t["pytest_examples"] > 0
+    assert sum(t["coverage"].values()) > 0  # the pytest engine's examples count towards coverage
+    assert "pytest engine" in (rep / "summary.md").read_text()
+    assert 'tests="2"' in (rep / "pytest-junit-1.xml").read_text()
+
+
+def test_sigterm_stops_the_pytest_engine_and_keeps_the_property_in_flight(tmp_path: Path) -> None:
+    rep, db = tmp_path / "rep", tmp_path / "db"
+    p = subprocess.Popen(_cmd(tmp_path, "--hours", "1", "--engine", "pytest", "--targets", "torch.softmax",
+                              "--dtype", "float32", "--report", str(rep), "--grace", "30"),
+                         cwd=ROOT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        t0 = time.time()  # the property is under way once Hypothesis saves its first pareto entries
+        while not (db.exists() and any(f.is_file() for f in db.rglob("*"))) and time.time() - t0 < 120:
+            time.sleep(0.5)
+        assert db.exists(), "the property never started"
+        time.sleep(1)
+        p.send_signal(signal.SIGTERM)
+        out, _ = p.communicate(timeout=90)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 0, out
+    doc = json.loads((rep / "fuzz.json").read_text())
+    assert doc["interrupted"] is True and doc["signal"] == signal.SIGTERM
+    (session,) = doc["pytest"]["sessions"]
+    assert session["stopped_at_deadline"] is True
+    (prop,) = doc["pytest"]["properties"].values()  # what the property did before the stop is kept
+    assert prop["outcome"] == "interrupted" and prop["stopped_by"] == {"interrupted": 1} and prop["examples"] > 0
+
+
+def test_pytest_engine_keeps_starting_sessions_until_the_deadline(tmp_path: Path, monkeypatch) -> None:
+    """A long run keeps going: when every property ends early (max_examples), the next session starts."""
+    import verify.fuzz as vf
+    from kernels.registry import get_target
+
+    budgets: list[str] = []
+
+    class Finished:  # a session that ends at once
+        pid = 2**22 + 12345  # never signalled (it has already ended), and not a real process group
+
+        def __init__(self, cmd, *, env, **kwargs) -> None:
+            budgets.append(env["FLASHVERIFY_FUZZ_PROPERTY_BUDGET_S"])
+            self.returncode = 0
+
+        def poll(self) -> int:
+            return 0
+
+        def wait(self, timeout=None) -> int:
+            return 0
+
+    monkeypatch.setattr(vf.subprocess, "Popen", Finished)
+    monkeypatch.setattr(vf, "PYTEST_MIN_SESSION_S", 0.5)
+    eng = vf._PytestEngine(tmp_path, [get_target("torch.softmax")], "cpu", str(tmp_path / "db"), tmp_path / "c",
+                           1, True, None, time.time() + 2.0, log=lambda m: None)
+    eng.finish(5.0, vf._Stop())
+    info = eng.info()
+    assert len(info["sessions"]) >= 3 and len(budgets) == len(info["sessions"])
+    assert all(s["exit_code"] == 0 and not s["stopped_at_deadline"] for s in info["sessions"])
+    assert info["properties_total"] == 4  # torch.softmax: float16, bfloat16, float32, float64
+
+
+def test_property_results_fold_over_sessions(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    rows = [
+        dict(nodeid="n1", target="t", dtype="float32", outcome="passed", stopped_by="budget", seconds=2.0,
+             examples=10, max_ratio=0.5, worst_case="a", features={"len:1": 3}),
+        dict(nodeid="n1", target="t", dtype="float32", outcome="interrupted", stopped_by="interrupted", seconds=1.0,
+             examples=5, max_ratio=0.7, worst_case="b", features={"len:1": 1, "mask:none": 5}),
+        dict(nodeid="n2", target="t", dtype="float16", outcome="passed", stopped_by="max_examples", seconds=1.0,
+             examples=4, max_ratio=0.1, worst_case="c", features={}),
+        dict(nodeid="n2", target="t", dtype="float16", outcome="failed", stopped_by="failure", seconds=1.0,
+             examples=2, max_ratio=3.0, worst_case="d", features={}, violation="boom"),
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"cut by a ki')
+    props = read_property_results(path)
+    assert props["n1"]["outcome"] == "passed" and props["n1"]["examples"] == 15 and props["n1"]["runs"] == 2
+    assert props["n1"]["max_ratio"] == 0.7 and props["n1"]["worst_case"] == "b" and props["n1"]["examples_per_s"] == 5
+    assert props["n1"]["features"] == {"len:1": 4, "mask:none": 5}
+    assert props["n1"]["stopped_by"] == {"budget": 1, "interrupted": 1}
+    assert props["n2"]["outcome"] == "failed" and props["n2"]["violation"] == "boom"
+
+
+# ----------------------------------------------------------------- the Redis example database
+
+REDIS_MISSING = "the redis / fakeredis packages are not installed (pip install -e '.[test]')"
+
+
+def test_open_database_redis_url_gives_a_redis_example_database(monkeypatch) -> None:
+    redis = pytest.importorskip("redis", reason=REDIS_MISSING)
+    fakeredis = pytest.importorskip("fakeredis", reason=REDIS_MISSING)
+    from hypothesis.database import DirectoryBasedExampleDatabase
+    from hypothesis.extra.redis import RedisExampleDatabase
+
+    from verify.fuzz import open_database
+
+    server, urls = fakeredis.FakeServer(), []
+
+    def from_url(cls, url, **kwargs):  # the client open_database builds, on an in-memory server
+        urls.append(url)
+        return fakeredis.FakeRedis(server=server)
+
+    monkeypatch.setattr(redis.Redis, "from_url", classmethod(from_url))
+    db = open_database("redis://fuzz-db.example:6379/3")
+    assert isinstance(db, RedisExampleDatabase) and urls == ["redis://fuzz-db.example:6379/3"]
+    db.save(b"key", b"value")
+    other = open_database("rediss://fuzz-db.example:6380/3")  # a second machine sees what the first saved
+    assert isinstance(other, RedisExampleDatabase) and list(other.fetch(b"key")) == [b"value"]
+    assert isinstance(open_database("some/dir"), DirectoryBasedExampleDatabase) and open_database(None) is None
+
+
+def test_redis_database_without_the_redis_package_exits_2(tmp_path: Path, monkeypatch, capsys) -> None:
+    monkeypatch.setitem(sys.modules, "redis", None)  # `import redis` now fails, as when it is not installed
+    from verify.cli import main
+
+    rc = main(["fuzz", "--hours", "0.001", "--database", "redis://localhost:6379/0", "--targets", "torch.softmax",
+               "--report", str(tmp_path / "rep"), "--corpus", str(tmp_path / "corpus")])
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    assert "redis://localhost:6379/0 is a Redis URL" in err and "pip install redis" in err and "Traceback" not in err
+    assert not (tmp_path / "rep").exists()  # refused before anything ran
+
+
+def _nightly_pytest(db_url: str, profile: str, tmp: Path) -> subprocess.CompletedProcess:
+    """`pytest tests/fuzz -m nightly` on one mutant property, with FLASHVERIFY_DB=db_url."""
+    env = _env(FLASHVERIFY_DB=db_url, FLASHVERIFY_FUZZ_TARGETS="softmax-tail-pad-zero",
+               FLASHVERIFY_FUZZ_DTYPES="float32", FLASHVERIFY_CORPUS=str(tmp / "corpus"),
+               HYPOTHESIS_STORAGE_DIRECTORY=str(tmp / "hypothesis"))
+    return subprocess.run([sys.executable, "-m", "pytest", "tests/fuzz", "-m", "nightly", "--hypothesis-profile", profile,
+                           "--hypothesis-show-statistics", "-p", "no:cacheprovider", "-q", "-rs"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+
+
+def _case_line(out: str) -> str:
+    lines = [line for line in out.splitlines() if line.startswith("E") and "case: " in line]
+    assert lines, out
+    return lines[-1].split("case: ", 1)[1].strip()
+
+
+def _redis_round_trip(url: str, tmp: Path) -> None:
+    """A failure found by one run is saved in Redis, and a later plain pytest replays it from there."""
+    import redis
+
+    found = _nightly_pytest(f"{url}/0", "nightly", tmp)
+    assert found.returncode == 1 and "violated its contract" in found.stdout, found.stdout + found.stderr
+    assert redis.Redis.from_url(f"{url}/0").keys("hypothesis-example:*"), "nothing was saved in Redis"
+    (entry,) = [json.loads(p.read_text()) for p in (tmp / "corpus").glob("*.json")]
+    assert entry["target"] == "softmax-tail-pad-zero" and entry["expect"] == "violation"
+    # `--hypothesis-profile replay` generates nothing: the failure can only come from the database
+    replayed = _nightly_pytest(f"{url}/0", "replay", tmp)
+    assert replayed.returncode == 1, replayed.stdout + replayed.stderr
+    assert "during reuse phase" in replayed.stdout and "1 failing examples" in replayed.stdout
+    assert "during generate phase" not in replayed.stdout
+    assert _case_line(replayed.stdout) == _case_line(found.stdout)
+    # control: the same replay against an empty Redis database has nothing to run
+    empty = _nightly_pytest(f"{url}/1", "replay", tmp)
+    assert empty.returncode == 0 and "1 skipped" in empty.stdout, empty.stdout + empty.stderr
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_failure_saved_in_redis_is_replayed_by_a_later_pytest(tmp_path: Path) -> None:
+    pytest.importorskip("redis", reason=REDIS_MISSING)
+    fakeredis = pytest.importorskip("fakeredis", reason=REDIS_MISSING)
+    server = fakeredis.TcpFakeServer(("127.0.0.1", 0), server_type="redis")  # a Redis over TCP, in a thread
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        _redis_round_trip(f"redis://127.0.0.1:{server.server_address[1]}", tmp_path)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.skipif(shutil.which("redis-server") is None,
+                    reason="no redis-server binary on PATH (apt-get install redis-server; .ci/run installs it): "
+                           "the fakeredis round trip above covers the same path")
+def test_failure_saved_in_a_real_redis_server_is_replayed(tmp_path: Path, monkeypatch) -> None:
+    redis = pytest.importorskip("redis", reason=REDIS_MISSING)
+    from hypothesis import Phase
+    from hypothesis.extra.redis import RedisExampleDatabase
+
+    port = _free_port()
+    (tmp_path / "redis").mkdir()
+    proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--dir", str(tmp_path / "redis"),
+                             "--save", "", "--appendonly", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        client, t0 = redis.Redis(host="127.0.0.1", port=port), time.time()
+        while True:
+            try:
+                client.ping()
+                break
+            except redis.exceptions.ConnectionError:
+                assert proc.poll() is None and time.time() - t0 < 20, "redis-server did not come up"
+                time.sleep(0.1)
+        # Find the failure here, in-process and without Hypothesis's explain phase (15 s of the
+        # fakeredis test's first run), on the property's own database key; the later run finds
+        # the database through FLASHVERIFY_DB, as in the fakeredis round trip.
+        monkeypatch.setenv("FLASHVERIFY_FUZZ_TARGETS", "softmax-tail-pad-zero")
+        monkeypatch.setenv("FLASHVERIFY_FUZZ_DTYPES", "float32")
+        (prop,) = _properties_module().PROPERTIES.values()
+        prop = hypothesis.settings(hypothesis.settings.get_profile("nightly"),
+                                   database=RedisExampleDatabase(redis.Redis(host="127.0.0.1", port=port)),
+                                   phases=(Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink))(prop)
+        with pytest.raises(AssertionError, match="violated its contract"):
+            prop()
+        assert client.keys("hypothesis-example:*"), "nothing was saved in Redis"
+        replayed = _nightly_pytest(f"redis://127.0.0.1:{port}/0", "replay", tmp_path)
+        assert replayed.returncode == 1, replayed.stdout + replayed.stderr
+        assert "during reuse phase" in replayed.stdout and "1 failing examples" in replayed.stdout
+        assert "during generate phase" not in replayed.stdout and "violated its contract" in replayed.stdout
+    finally:
+        proc.terminate()
+        proc.wait(20)
 
 
 # ----------------------------------------------------------------- the nightly properties
@@ -158,6 +405,70 @@ def test_fuzz_properties_take_no_fixtures_and_are_nightly() -> None:
 
     assert all(get_target(n).kind != "mutant" for n in names)
     assert mod.pytestmark.name == "nightly"
+
+
+def test_each_fuzz_property_has_its_own_database_key() -> None:
+    """They share one source; without their node id in the key they would share one database entry."""
+    mod = _properties_module()
+    keys = {function_digest(fn.hypothesis.inner_test) for fn in mod.PROPERTIES.values()}
+    assert len(keys) == len(mod.PROPERTIES)
+
+
+HYPOFUZZ_MISSING = "hypofuzz is not installed (optional: pip install -e '.[fuzz]')"
+
+
+def test_hypofuzz_collects_every_fuzz_property(tmp_path: Path) -> None:
+    """HypoFuzz's own collection (hypofuzz.collection.collect_tests, what `hypothesis fuzz` runs) takes every
+    property, skips none, and keys each on the same database entry as pytest and `verify fuzz`."""
+    pytest.importorskip("hypofuzz.collection", reason=HYPOFUZZ_MISSING)
+    script = textwrap.dedent("""
+        import json
+        from hypofuzz.collection import collect_tests
+        res = collect_tests(["tests/fuzz", "--hypothesis-profile", "nightly", "-p", "no:cacheprovider", "-q"])
+        print("HYPOFUZZ " + json.dumps({"targets": {t.nodeid: t.database_key.hex() for t in res.fuzz_targets},
+                                        "not_collected": {k: str(v) for k, v in res.not_collected.items()}}))
+    """)
+    r = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=_env(FLASHVERIFY_DB=str(tmp_path / "db")),
+                       capture_output=True, text=True, timeout=180)
+    lines = [line for line in r.stdout.splitlines() if line.startswith("HYPOFUZZ ")]
+    assert r.returncode == 0 and lines, r.stdout + r.stderr
+    got = json.loads(lines[-1].split(" ", 1)[1])
+    assert got["not_collected"] == {}
+    mod = _properties_module()
+    assert got["targets"] == {f"{mod.NODE_PREFIX}::{fn.__name__}": function_digest(fn.hypothesis.inner_test).hex()
+                              for fn in mod.PROPERTIES.values()}
+
+
+def test_hypofuzz_fuzzes_a_property(tmp_path: Path) -> None:
+    """`hypothesis fuzz` itself, on one property, until it has saved a progress report with 10 inputs."""
+    pytest.importorskip("hypofuzz.collection", reason=HYPOFUZZ_MISSING)
+    from hypothesis.database import DirectoryBasedExampleDatabase
+    from hypofuzz.database import HypofuzzDatabase
+
+    mod = _properties_module()
+    fn = mod.PROPERTIES[("torch.softmax", "float32")]
+    key = function_digest(fn.hypothesis.inner_test)
+    db = HypofuzzDatabase(DirectoryBasedExampleDatabase(str(tmp_path / "db")))
+    cmd = [sys.executable, "-c", "from hypothesis.extra.cli import main; main()", "fuzz", "--no-dashboard", "-n", "1",
+           "--", "tests/fuzz", "--hypothesis-profile", "nightly", "-p", "no:cacheprovider", "-k", fn.__name__]
+    p = subprocess.Popen(cmd, cwd=ROOT, env=_env(FLASHVERIFY_DB=str(tmp_path / "db")), stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    inputs, t0 = 0, time.time()
+    try:
+        while inputs < 10 and p.poll() is None and time.time() - t0 < 150:
+            time.sleep(1)
+            inputs = max([sum(r.status_counts.values()) for r in db.reports.fetch(key)] or [0])
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGINT)
+        try:
+            out, _ = p.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            out, _ = p.communicate()
+    assert inputs >= 10, out
+    assert "using 1 process to fuzz 1 test" in out, out
+    assert db.fatal_failures.fetch(key) is None, out
 
 
 # ----------------------------------------------------------------- the regression corpus
@@ -215,3 +526,19 @@ def test_corpus_replay_fails_on_broken_target_and_passes_on_correct(tmp_path: Pa
             assert_replays_as_expected(loaded, "fake-broken")
     finally:
         reg._REGISTRY.pop("fake-broken", None)
+
+
+def test_budget_stop_saves_no_failure_to_the_database() -> None:
+    """Stopping a cell at its budget raises inside the property; nothing may be saved as a failure."""
+    from hypothesis.database import InMemoryExampleDatabase
+
+    from kernels.registry import get_target
+    from verify import search
+
+    db = InMemoryExampleDatabase()
+    opts = search.CheckOptions(max_examples=10_000, seed=None, compare_naive=False, shrink=False, budget_s=1.5,
+                               database=db, artifact_dir=".flashverify/test-artifacts")
+    cell = search.check_cell(get_target("ref-online-softmax"), "float32", opts)
+    assert cell.status == "passed" and cell.cut_by_budget
+    failures = {k: v for k, v in db.data.items() if v and not k.endswith((b".pareto", b".secondary"))}
+    assert not failures, f"{len(failures)} key(s) hold examples saved as failures"

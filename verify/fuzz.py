@@ -7,9 +7,13 @@ Two engines share one wall-clock budget:
   rounds, dtype by dtype, until the deadline.  A child that crashes (segfault, CUDA
   illegal address, abort) is reported as ``crashed`` with its exit code; what it found
   before the crash is kept (each round is checkpointed to disk).
-* ``pytest`` (needs pytest-xdist): ``pytest tests/fuzz -m nightly -p xdist -n N
-  --hypothesis-profile nightly``, interrupted (SIGINT) at the deadline.  Its output goes
-  to ``DIR/pytest.log`` and ``DIR/pytest-junit.xml``.
+* ``pytest`` (needs pytest-xdist): sessions of ``pytest tests/fuzz -m nightly -p xdist -n N
+  --hypothesis-profile nightly``, back to back until the deadline.  Each session gives every
+  property a wall-clock budget (its share of the time left, ``tests/fuzz/conftest.py``
+  stops its generation cleanly when spent), so every property reports within the run;
+  a session still running at the deadline is interrupted (SIGINT).  Output:
+  ``DIR/pytest.log``, ``DIR/pytest-junit-K.xml`` per session and one JSON line per
+  property run in ``DIR/pytest-properties.jsonl``, folded into ``fuzz.json``.
 
 ``--engine auto`` (default) runs both when pytest-xdist is importable, else ``inprocess``.
 
@@ -50,6 +54,15 @@ CORPUS_FORMAT = "flashverify-corpus/1"
 FUZZ_SCHEMA = "flashverify-fuzz/1"
 ROUND_EXAMPLES = 50  # examples per check_cell round (a checkpoint after each)
 MAX_SAMPLES = 20_000  # sampled errors kept per merged cell
+# pytest engine: seconds a session spends outside the properties' budgets (xdist worker
+# start, torch/triton imports, collection, each property's last example overrunning its
+# budget): 18 s and 25 s in two runs over the 39-40 CPU properties on the 2-core machine
+# (2026-11-29).  Properties get PYTEST_BUDGET_SHARE of the rest; a new session starts only
+# when PYTEST_MIN_SESSION_S are left.
+PYTEST_SESSION_OVERHEAD_S = 25.0
+PYTEST_BUDGET_SHARE = 0.85
+PYTEST_MIN_SESSION_S = 30.0
+PYTEST_MIN_PROPERTY_S = 2.0
 
 
 class FuzzUsageError(Exception):
@@ -349,6 +362,7 @@ def run_fuzz(*, hours: float, device: str = "auto", targets: list[str] | None = 
     state_dir = out / "state"
     state_dir.mkdir(exist_ok=True)
     corpus_path = corpus_dir(corpus)
+    corpus_before = set(corpus_path.glob("*.json"))
     t0 = time.time()
     deadline = t0 + hours * 3600.0
     stop = _Stop()
@@ -356,10 +370,11 @@ def run_fuzz(*, hours: float, device: str = "auto", targets: list[str] | None = 
     log(f"fuzzing {len(chosen)} target(s) on {device} for {hours * 3600:.0f} s "
         f"(engine {engine}, {workers} worker(s)); report -> {out}")
 
-    pytest_proc = None
-    pytest_info: dict[str, Any] = {"ran": False}
+    pyeng = None
     if engine in ("pytest", "both"):
-        pytest_proc, pytest_info = _start_pytest(out, chosen, device, database, corpus_path, workers, targets)
+        pyeng = _PytestEngine(out, chosen, device, database, corpus_path, workers, bool(targets), dtypes, deadline,
+                              log)
+        pyeng.poll(stop)
 
     ctx = mp.get_context("spawn")
     queue = list(chosen) if engine in ("inprocess", "both") else []
@@ -384,6 +399,8 @@ def run_fuzz(*, hours: float, device: str = "auto", targets: list[str] | None = 
                 running[t.name] = (p, sp, time.time())
                 log(f"  started {t.name} (pid {p.pid})")
             time.sleep(0.2)
+            if pyeng is not None:
+                pyeng.poll(stop)
             for name, (p, sp, started) in list(running.items()):
                 if stop.requested and not getattr(p, "_fv_signalled", False):
                     p._fv_signalled = time.time()  # type: ignore[attr-defined]
@@ -402,11 +419,14 @@ def run_fuzz(*, hours: float, device: str = "auto", targets: list[str] | None = 
                     results[name] = _collect(sp, None, p.exitcode)
                     running.pop(name)
                     log(f"  {name}: {results[name]['status']} (exit code {p.exitcode})")
-        if pytest_proc is not None:
-            pytest_info.update(_finish_pytest(pytest_proc, deadline, grace_s, stop))
+        if pyeng is not None:
+            pyeng.finish(grace_s, stop)
     finally:
         for s, h in old.items():
             signal.signal(s, h)
+    pytest_info = pyeng.info() if pyeng is not None else {"ran": False}
+    if pyeng is not None:  # counterexamples the properties wrote (tests/fuzz/conftest.py)
+        pytest_info["corpus_added"] = sorted(str(p) for p in set(corpus_path.glob("*.json")) - corpus_before)
     return _write_reports(out, chosen, results, pytest_info, t0, dict(
         hours=hours, device=device, targets=[t.name for t in chosen], dtypes=dtypes, database=database,
         workers=workers, engine=engine, corpus=str(corpus_path), shrink=shrink, seed=seed,
@@ -433,35 +453,148 @@ def _collect(state_path: Path, forced: str | None, exit_code: int | None) -> dic
     return {"status": status, "exit_code": exit_code, "state": state}
 
 
-def _start_pytest(out: Path, chosen, device, database, corpus_path, workers, named):
-    env = dict(os.environ, FLASHVERIFY_DB=database, FLASHVERIFY_CORPUS=str(corpus_path),
-               FLASHVERIFY_FUZZ_DEVICE=device, PYTHONPATH=os.pathsep.join(
-                   [str(ROOT)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])))
-    if named:
-        env["FLASHVERIFY_FUZZ_TARGETS"] = ",".join(t.name for t in chosen)
-    cmd = [sys.executable, "-m", "pytest", "tests/fuzz", "-m", "nightly", "-p", "xdist", "-n", str(workers),
-           "--hypothesis-profile", "nightly", "--hypothesis-show-statistics", "-p", "no:cacheprovider",
-           "-q", f"--junitxml={out.resolve() / 'pytest-junit.xml'}"]
-    log = open(out / "pytest.log", "w")
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    return proc, {"ran": True, "command": " ".join(cmd), "log": str(out / "pytest.log")}
+class _PytestEngine:
+    """``pytest tests/fuzz`` sessions, back to back, until the deadline.
 
+    Each session gets ``FLASHVERIFY_FUZZ_PROPERTY_BUDGET_S``: the time left, minus the
+    session's own overhead, shared over the properties (times the xdist workers), so all
+    of them run and report in it; a property that reaches ``max_examples`` first ends
+    sooner, and the time left goes to the next session (a 6 h run keeps fuzzing).  The
+    session in flight at the deadline (or on SIGINT/SIGTERM) is interrupted with SIGINT.
+    """
 
-def _finish_pytest(proc, deadline: float, grace_s: float, stop: _Stop) -> dict[str, Any]:
-    interrupted = False
-    while proc.poll() is None and time.time() < deadline and not stop.requested:
-        time.sleep(0.5)
-    if proc.poll() is None:
-        interrupted = True
-        os.killpg(proc.pid, signal.SIGINT)  # pytest writes its summary and junit file on KeyboardInterrupt
+    def __init__(self, out: Path, chosen, device: str, database: str, corpus_path: Path, workers: int,
+                 named: bool, dtypes: list[str] | None, deadline: float, log) -> None:
+        from verify.dtypes import get_format
+
+        self.out, self.workers, self.deadline, self.log = out, workers, deadline, log
+        self.results_path = out / "pytest-properties.jsonl"
+        self.results_path.unlink(missing_ok=True)
+        self.n_properties = sum(
+            1 for t in chosen for d in t.caps.dtypes if not dtypes or get_format(d).name in dtypes)
+        self.env = dict(os.environ, FLASHVERIFY_DB=database, FLASHVERIFY_CORPUS=str(corpus_path),
+                        FLASHVERIFY_FUZZ_DEVICE=device, FLASHVERIFY_FUZZ_RESULTS=str(self.results_path.resolve()),
+                        PYTHONPATH=os.pathsep.join(
+                            [str(ROOT)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])))
+        for k in ("FLASHVERIFY_FUZZ_TARGETS", "FLASHVERIFY_FUZZ_DTYPES", "HYPOTHESIS_PROFILE"):
+            self.env.pop(k, None)
+        if named:
+            self.env["FLASHVERIFY_FUZZ_TARGETS"] = ",".join(t.name for t in chosen)
+        if dtypes:
+            self.env["FLASHVERIFY_FUZZ_DTYPES"] = ",".join(dtypes)
+        self.base_cmd = [sys.executable, "-m", "pytest", "tests/fuzz", "-m", "nightly", "-p", "xdist", "-n",
+                         str(workers), "--hypothesis-profile", "nightly", "--hypothesis-show-statistics",
+                         "-p", "no:cacheprovider", "-q"]
+        self.proc: subprocess.Popen | None = None
+        self.interrupted_at: float | None = None
+        self.sessions: list[dict[str, Any]] = []
+        self.logf = open(out / "pytest.log", "w")
+
+    def _start(self) -> None:
+        left = self.deadline - time.time()
+        budget = max(PYTEST_MIN_PROPERTY_S,
+                     PYTEST_BUDGET_SHARE * (left - PYTEST_SESSION_OVERHEAD_S) * self.workers
+                     / max(1, self.n_properties))
+        k = len(self.sessions) + 1
+        junit = self.out.resolve() / f"pytest-junit-{k}.xml"
+        cmd = self.base_cmd + [f"--junitxml={junit}"]
+        env = dict(self.env, FLASHVERIFY_FUZZ_PROPERTY_BUDGET_S=f"{budget:.1f}", FLASHVERIFY_FUZZ_SESSION=str(k))
+        self.logf.write(f"=== session {k}: {budget:.1f} s per property, {left:.0f} s left: {' '.join(cmd)}\n")
+        self.logf.flush()
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=self.logf, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        self.interrupted_at = None
+        self.sessions.append({"session": k, "property_budget_s": round(budget, 1), "started": time.time(),
+                              "junit": str(junit), "exit_code": None, "stopped_at_deadline": False})
+        self.log(f"  pytest engine: session {k} started (pid {self.proc.pid}, {self.n_properties} properties, "
+                 f"{budget:.1f} s each)")
+
+    def _ended(self, interrupted: bool) -> None:
+        assert self.proc is not None
+        cur = self.sessions[-1]
+        cur.update(exit_code=self.proc.returncode, seconds=round(time.time() - cur.pop("started"), 1),
+                   stopped_at_deadline=interrupted)
+        self.log(f"  pytest engine: session {cur['session']} exit code {self.proc.returncode}"
+                 + (" (interrupted)" if interrupted else ""))
+        self.proc = None
+
+    def poll(self, stop: "_Stop") -> None:
+        """Start the next session when none runs and enough time is left; interrupt at the deadline or on a stop."""
+        if self.proc is not None and self.proc.poll() is not None:
+            self._ended(self.interrupted_at is not None)
+        if self.proc is None:
+            if not stop.requested and self.deadline - time.time() >= PYTEST_MIN_SESSION_S:
+                self._start()
+        elif self.interrupted_at is None and (stop.requested or time.time() >= self.deadline):
+            self.interrupted_at = time.time()
+            # SIGINT to the session's process group (the xdist workers too): each property in flight
+            # records what it did so far (tests/fuzz/conftest.py), pytest writes its summary and junit
+            self._killpg(signal.SIGINT)
+
+    def _killpg(self, sig: int) -> None:
         try:
-            proc.wait(grace_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    # pytest exit codes: 0 all passed, 1 failures, 2 interrupted, 5 nothing collected
-    return {"exit_code": proc.returncode, "stopped_at_deadline": interrupted,
-            "failed": proc.returncode == 1}
+            os.killpg(self.proc.pid, sig)
+        except ProcessLookupError:
+            pass
+
+    def finish(self, grace_s: float, stop: "_Stop") -> None:
+        """Keep sessions going until the deadline (or a stop), then end the one in flight."""
+        while self.proc is not None or (not stop.requested and self.deadline - time.time() >= PYTEST_MIN_SESSION_S):
+            self.poll(stop)
+            if self.proc is not None and self.interrupted_at is not None and time.time() > self.interrupted_at + grace_s:
+                self._killpg(signal.SIGKILL)
+                self.proc.wait()
+                self._ended(True)
+                break
+            time.sleep(0.2)
+        self.logf.close()
+
+    def info(self) -> dict[str, Any]:
+        props = read_property_results(self.results_path)
+        codes = [s["exit_code"] for s in self.sessions]
+        # pytest exit codes: 0 all passed, 1 failures, 2 interrupted, 5 nothing collected
+        return {"ran": bool(self.sessions), "command": " ".join(self.base_cmd), "log": str(self.out / "pytest.log"),
+                "results": str(self.results_path), "sessions": self.sessions,
+                "exit_code": codes[-1] if codes else None,
+                "stopped_at_deadline": any(s["stopped_at_deadline"] for s in self.sessions),
+                "properties_total": self.n_properties, "properties_reported": len(props),
+                "failed": 1 in codes or any(p["outcome"] == "failed" for p in props.values()),
+                "properties": props}
+
+
+def read_property_results(path: Path) -> dict[str, dict[str, Any]]:
+    """Fold the per-property-run JSON lines of ``tests/fuzz/conftest.py`` into one entry per property."""
+    props: dict[str, dict[str, Any]] = {}
+    try:
+        lines = Path(path).read_text().splitlines()
+    except OSError:
+        return props
+    for line in lines:
+        try:
+            r = json.loads(line)
+        except ValueError:
+            continue  # a line cut by a kill
+        p = props.setdefault(r["nodeid"], {
+            "target": r.get("target"), "dtype": r.get("dtype"), "runs": 0, "outcome": None, "examples": 0,
+            "seconds": 0.0, "max_ratio": 0.0, "worst_case": None, "stopped_by": {}, "features": Counter(),
+            "violation": None})
+        p["runs"] += 1
+        p["examples"] += r.get("examples", 0)
+        p["seconds"] = round(p["seconds"] + r.get("seconds", 0.0), 3)
+        p["stopped_by"][r["stopped_by"]] = p["stopped_by"].get(r["stopped_by"], 0) + 1
+        p["features"].update(r.get("features", {}))
+        if r.get("max_ratio", 0.0) > p["max_ratio"] or p["worst_case"] is None:
+            p["max_ratio"], p["worst_case"] = max(p["max_ratio"], r.get("max_ratio", 0.0)), r.get("worst_case")
+        # failed over passed over interrupted (stopped by the deadline, no failure so far) over skipped
+        rank = ("skipped", "interrupted", "passed", "failed")
+        if p["outcome"] is None or rank.index(r["outcome"]) > rank.index(p["outcome"]):
+            p["outcome"] = r["outcome"]
+        if r["outcome"] == "failed":
+            p["violation"] = r.get("violation")
+    for p in props.values():
+        p["features"] = dict(sorted(p["features"].items()))
+        p["examples_per_s"] = round(p["examples"] / p["seconds"], 2) if p["seconds"] else None
+    return props
 
 
 def _write_reports(out: Path, chosen, results, pytest_info, t0, options, stop, log) -> int:
@@ -488,8 +621,13 @@ def _write_reports(out: Path, chosen, results, pytest_info, t0, options, stop, l
         tcov: Counter = Counter()
         for c in tcells:
             tcov.update(c.features)
+        tprops = {p["dtype"]: p for p in pytest_info.get("properties", {}).values() if p.get("target") == t.name}
+        for p in tprops.values():  # the pytest engine's examples count towards coverage too
+            tcov.update(p["features"])
         coverage.update(tcov)
         corpus_added.extend(state.get("corpus_added", []))
+        if any(p["outcome"] == "failed" for p in tprops.values()) and r["status"] in ("finished", "stopped", "not-run"):
+            r = dict(r, status="violated")
         failed |= r["status"] in ("crashed", "killed", "violated")
         vocab = strategies.SOFTMAX_FEATURES if t.op == "softmax" else strategies.ATTENTION_FEATURES
         doc_targets[t.name] = {
@@ -504,11 +642,16 @@ def _write_reports(out: Path, chosen, results, pytest_info, t0, options, stop, l
                 "violation": c.violation.one_line() if c.violation else None,
                 "counterexample": c.counterexample,
             } for c in tcells},
+            "pytest_examples": sum(p["examples"] for p in tprops.values()),
+            "pytest": {d: {k: p[k] for k in ("outcome", "runs", "examples", "seconds", "examples_per_s", "max_ratio",
+                                             "worst_case", "stopped_by", "violation")}
+                       for d, p in tprops.items()},
             "coverage": {f: tcov.get(f, 0) for f in sorted(set(vocab) | set(tcov))},
             "features_never_hit": sorted(f for f in vocab if not tcov.get(f) and not f.startswith("dtype:")),
         }
     if pytest_info.get("failed"):
         failed = True
+    corpus_added += [p for p in pytest_info.get("corpus_added", []) if p not in corpus_added]
     write_check_report(cells, out, {k: (v if not isinstance(v, tuple) else list(v)) for k, v in options.items()})
     doc = {"schema": FUZZ_SCHEMA, "options": options, "elapsed_s": round(time.time() - t0, 3),
            "interrupted": stop.requested, "signal": stop.signal, "targets": doc_targets,
@@ -533,6 +676,19 @@ def _summary_md(doc: dict[str, Any]) -> str:
     for name, t in doc["targets"].items():
         worst = ", ".join(f"{d}: {v['max_ratio']:.3g}" for d, v in t["dtypes"].items())
         lines.append(f"| {name} | {t['status']} | {t['exit_code']} | {t['examples']} | {worst} |")
+    py = doc.get("pytest") or {}
+    if py.get("ran"):
+        lines += ["", "## pytest engine (one Hypothesis property per target x dtype)", "",
+                  f"{len(py['sessions'])} session(s), exit codes {[s['exit_code'] for s in py['sessions']]}; "
+                  f"{py['properties_reported']} of {py['properties_total']} properties reported; "
+                  f"log `{py['log']}`", "",
+                  "| property | outcome | runs | examples | seconds | examples/s | worst ratio | stopped by |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for nodeid, p in py["properties"].items():
+            rate = "" if p["examples_per_s"] is None else f"{p['examples_per_s']:.3g}"
+            stopped = ", ".join(f"{k} x{n}" for k, n in sorted(p["stopped_by"].items()))
+            lines.append(f"| {nodeid.split('::')[-1]} | {p['outcome']} | {p['runs']} | {p['examples']} | "
+                         f"{p['seconds']:.1f} | {rate} | {p['max_ratio']:.3g} | {stopped} |")
     lines += ["", "## Feature coverage (examples exercising each feature)", ""]
     lines += [f"- `{f}`: {n}" for f, n in sorted(doc["coverage"].items(), key=lambda kv: -kv[1])]
     if doc["corpus_added"]:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import hypothesis
+import hypothesis.database
 import torch
 from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import target as hyp_target
@@ -119,6 +120,33 @@ class CellResult:
     @property
     def summary(self) -> Summary:
         return summarize(torch.tensor(self.samples, dtype=torch.float64)) if self.samples else Summary(0, 0, 0, 0)
+
+
+class _StopSavingAfterBudget(hypothesis.database.ExampleDatabase):
+    """The cell's example database, except that nothing is saved once the budget is spent.
+
+    Stopping a run raises inside the test, and Hypothesis would record the example in
+    flight as a failure: later runs would replay an input that never failed.
+    """
+
+    def __init__(self, inner: hypothesis.database.ExampleDatabase, spent) -> None:
+        super().__init__()
+        self.inner, self.spent = inner, spent
+
+    def save(self, key: bytes, value: bytes) -> None:
+        if not self.spent():
+            self.inner.save(key, value)
+
+    def fetch(self, key: bytes):
+        return self.inner.fetch(key)
+
+    def delete(self, key: bytes, value: bytes) -> None:
+        if not self.spent():
+            self.inner.delete(key, value)
+
+    def move(self, src: bytes, dest: bytes, value: bytes) -> None:
+        if not self.spent():
+            self.inner.move(src, dest, value)
 
 
 class _BudgetSpent(BaseException):
@@ -228,7 +256,11 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
 
     phases = tuple(Phase) if opts.shrink else (Phase.explicit, Phase.reuse, Phase.generate, Phase.target)
 
-    @settings(max_examples=opts.max_examples, deadline=None, database=opts.database, derandomize=False,
+    database = opts.database
+    if database is not None:
+        database = _StopSavingAfterBudget(database, lambda: cell.cut_by_budget)
+
+    @settings(max_examples=opts.max_examples, deadline=None, database=database, derandomize=False,
               report_multiple_bugs=False, print_blob=False, phases=phases,
               suppress_health_check=list(HealthCheck))
     @given(case=_strategy(target, fmt.name, opts))

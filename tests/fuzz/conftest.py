@@ -1,49 +1,180 @@
-"""Nightly fuzz plumbing: a Redis example database for the nightly profile, and corpus capture.
+"""Nightly fuzz plumbing: a wall-clock budget per property, per-property results, corpus capture.
 
-* ``FLASHVERIFY_DB=redis://...`` re-registers the ``nightly`` profile with a
-  ``RedisExampleDatabase`` (needs the ``redis`` package; the root conftest only knows
-  directory databases).
+The example database of the ``nightly`` profile (a directory, or ``redis://`` for a
+shared ``RedisExampleDatabase``) is chosen by ``$FLASHVERIFY_DB`` in the root conftest.
+
+* ``FLASHVERIFY_FUZZ_PROPERTY_BUDGET_S=S``: each property stops generating new examples
+  once it has run S seconds of wall clock, and passes with what it tried (the ``nightly``
+  profile's ``max_examples=20_000`` stays the cap).  A property that has found a failure
+  is never stopped: it shrinks and fails as usual.  Without the variable nothing here
+  touches Hypothesis.  ``python -m verify fuzz`` sets it from its ``--hours`` budget, so
+  that every property reports within the run instead of all of them being cut at the end.
+* ``FLASHVERIFY_FUZZ_RESULTS=FILE``: one JSON line per property run is appended to FILE
+  (outcome, examples, seconds, why it stopped, worst error/tolerance ratio and its case,
+  feature counts); ``verify.fuzz`` folds them into its report.
 * ``FLASHVERIFY_CORPUS=DIR``: every failing property's final (shrunk) counterexample is
   written to DIR as a regression corpus file (see ``verify.fuzz``).
+
+HypoFuzz (``hypothesis fuzz -- tests/fuzz``) calls the properties without pytest's run
+hooks, so none of this applies to it.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, settings
 
-_db = os.environ.get("FLASHVERIFY_DB", "")
-if _db.startswith(("redis://", "rediss://")):
-    import redis
-    from hypothesis.extra.redis import RedisExampleDatabase
+PROPERTY_BUDGET_ENV = "FLASHVERIFY_FUZZ_PROPERTY_BUDGET_S"
+RESULTS_ENV = "FLASHVERIFY_FUZZ_RESULTS"
 
-    settings.register_profile(
-        "nightly", max_examples=20_000, deadline=None,
-        database=RedisExampleDatabase(redis.Redis.from_url(_db)),
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
-    )
+
+class _Budget:
+    """The running property's wall-clock deadline (time.monotonic()), None outside one."""
+
+    deadline: float | None = None
+    seconds: float | None = None
+    fired: bool = False
+    valid_examples: int = 0
+
+
+BUDGET = _Budget()
+
+
+def _install_budget_stop() -> bool:
+    """Make Hypothesis's engine end a run cleanly once ``BUDGET.deadline`` has passed.
+
+    Hypothesis has no wall-clock stop of its own (only max_examples), and an exception
+    raised from the test body would be saved to the example database as a failure.  So
+    the check runs after each test case inside the engine and leaves through the
+    engine's own exit (RunIsComplete), as reaching max_examples does: statistics,
+    events and targets are recorded, the database is left as it is.  Returns False
+    (and the properties simply run to max_examples) when this Hypothesis version lacks
+    the hook.
+    """
+    try:
+        from hypothesis.internal.conjecture.engine import ConjectureRunner, ExitReason, RunIsComplete
+    except ImportError:
+        return False
+    original = getattr(ConjectureRunner, "test_function", None)
+    if original is None or getattr(original, "_flashverify_budget", False):
+        return original is not None
+
+    def test_function(self, data):
+        original(self, data)
+        if BUDGET.deadline is None:
+            return
+        BUDGET.valid_examples = self.valid_examples
+        if (time.monotonic() > BUDGET.deadline and self.valid_examples > 0 and not self.interesting_examples
+                and not getattr(self, "ignore_limits", False)):
+            BUDGET.fired = True
+            self.statistics["stopped-because"] = (
+                f"flashverify wall-clock budget of {BUDGET.seconds:g} s per property ({PROPERTY_BUDGET_ENV})")
+            if self.best_observed_targets:
+                self.statistics["targets"] = dict(self.best_observed_targets)
+            self.exit_reason = ExitReason.finished
+            raise RunIsComplete
+
+    test_function._flashverify_budget = True  # type: ignore[attr-defined]
+    ConjectureRunner.test_function = test_function
+    return True
+
+
+_budget_s = float(os.environ.get(PROPERTY_BUDGET_ENV) or 0)
+BUDGET_STOP_INSTALLED = _install_budget_stop() if _budget_s > 0 else False
+
+
+def _is_property(item) -> bool:
+    return getattr(getattr(item, "module", None), "PROPERTIES", None) is not None and item.name.startswith("test_")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    if not _is_property(item):
+        yield
+        return
+    stats = getattr(item.module, "STATS", None)
+    if stats is not None:
+        stats.reset()
+        stats.active = True
+    BUDGET.fired, BUDGET.valid_examples = False, 0
+    BUDGET.seconds = _budget_s if BUDGET_STOP_INSTALLED else None
+    BUDGET.deadline = time.monotonic() + _budget_s if BUDGET_STOP_INSTALLED else None
+    item._fv_started = time.monotonic()
+    outcome = yield
+    BUDGET.deadline = None
+    if stats is not None:
+        stats.active = False
+    item._fv_seconds = time.monotonic() - item._fv_started
+    item._fv_budget_fired = BUDGET.fired
+    item._fv_valid_examples = BUDGET.valid_examples
+    results = os.environ.get(RESULTS_ENV)
+    if results and outcome.excinfo is not None and issubclass(outcome.excinfo[0], KeyboardInterrupt):
+        # `verify fuzz` stops the session at its deadline with SIGINT: pytest makes no report for
+        # the property in flight, so record what it did up to then here.
+        _write_result(item, None, Path(results))
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
-    corpus = os.environ.get("FLASHVERIFY_CORPUS")
-    if not corpus or report.when != "call" or not report.failed:
+    if report.when != "call":
         return
-    from verify.fuzz import corpus_entry, write_corpus_entry
+    results = os.environ.get(RESULTS_ENV)
+    if results and _is_property(item):
+        _write_result(item, report, Path(results))
+    corpus = os.environ.get("FLASHVERIFY_CORPUS")
+    if corpus and report.failed:
+        d = _corpus_mark(report)
+        if d is not None:
+            from verify.fuzz import corpus_entry, write_corpus_entry
 
+            write_corpus_entry(corpus_entry(d["target"], d["spec"], d["violation"], d.get("description", ""),
+                                            dtype=d.get("dtype"), expect=d.get("expect")), Path(corpus))
+
+
+def _corpus_mark(report) -> dict | None:
     text = str(report.longrepr)
     marks = [line.split("FLASHVERIFY-CORPUS ", 1)[1] for line in text.splitlines() if "FLASHVERIFY-CORPUS " in line]
     if not marks:
-        return
+        return None
     try:
-        d = json.loads(marks[-1].strip().rstrip("'\""))
+        return json.loads(marks[-1].strip().rstrip("'\""))
     except ValueError:
-        return
-    write_corpus_entry(corpus_entry(d["target"], d["spec"], d["violation"], d.get("description", ""),
-                                    dtype=d.get("dtype"), expect=d.get("expect")), Path(corpus))
+        return None
+
+
+def _write_result(item, report, path: Path) -> None:
+    stats = getattr(item.module, "STATS", None)
+    key = next((k for k, fn in item.module.PROPERTIES.items() if fn.__name__ == item.name), (None, None))
+    if report is None:
+        stopped_by = "interrupted"
+    elif report.failed:
+        stopped_by = "failure"
+    elif report.skipped:
+        stopped_by = "skipped"
+    elif getattr(item, "_fv_budget_fired", False):
+        stopped_by = "budget"
+    else:
+        stopped_by = "max_examples"
+    line = {
+        "nodeid": item.nodeid, "target": key[0], "dtype": key[1],
+        "outcome": "interrupted" if report is None else report.outcome,
+        "stopped_by": stopped_by, "seconds": round(getattr(item, "_fv_seconds", 0.0), 3),
+        "budget_s": _budget_s if BUDGET_STOP_INSTALLED else None,
+        "valid_examples": getattr(item, "_fv_valid_examples", 0) if BUDGET_STOP_INSTALLED else None,
+        "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"), "pid": os.getpid(),
+        "session": os.environ.get("FLASHVERIFY_FUZZ_SESSION"),
+    }
+    if stats is not None:
+        line.update(stats.as_dict())
+    if report is not None and report.failed:
+        d = _corpus_mark(report)
+        line["violation"] = d.get("violation") if d else str(report.longrepr).splitlines()[-1][:500]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f:  # one short line per write: appends from several workers do not interleave
+        f.write(json.dumps(line, sort_keys=True, default=str) + "\n")
