@@ -44,6 +44,7 @@ class Bug:
     mask_by_multiply: bool = False  # apply the mask by zeroing probabilities (0 * NaN leaks)
     probs_dtype_narrow: bool = True  # P rounded to the input dtype before P V (FlashAttention)
     drop_tail_block: bool = False  # forget the last partial key block
+    fused_scale_shift: bool = False  # exp(fma(s, scale, -m)) with m = round(max(s) * scale)
 
 
 def _truncate_to_bf16(x: Tensor) -> Tensor:
@@ -133,15 +134,27 @@ def _streaming_attention(q: Tensor, k: Tensor, v: Tensor, *, scale: float, causa
     stop_at = Nk - (Nk % block) if bug.drop_tail_block and Nk % block and Nk > block else Nk
     for start in range(0, stop_at, block):
         end = min(start + block, stop_at)
-        s = (qc @ kc[:, :, start:end].transpose(-1, -2)) * s_scale
+        s = qc @ kc[:, :, start:end].transpose(-1, -2)
+        if bug.fused_scale_shift:
+            # The row max is taken on the raw scores (exact: rounding is monotone) and the
+            # scale is applied inside exp's argument, with the shift, in one fused multiply-add.
+            # The max element's argument is then the rounding error of max(s) * scale, up to
+            # half an ulp of a huge number, not 0: exp overflows and the row turns NaN.
+            s = -s if s_scale < 0 else s
+        else:
+            s = s * s_scale
         blk_vis = None if vis is None else vis[..., start:end]
         if blk_vis is not None and not bug.mask_by_multiply:
             fill = -math.inf if bug.sentinel is None else bug.sentinel
             s = s.masked_fill(~blk_vis, fill)
-        m_new = torch.maximum(m, s.amax(-1))
+        m_new = torch.maximum(m, s.amax(-1) * abs(s_scale) if bug.fused_scale_shift else s.amax(-1))
         shift = torch.where(m_new == -math.inf, torch.zeros_like(m_new), m_new) if bug.guard_inf else m_new
         alpha = torch.exp(m - shift)
-        p = torch.exp(s - shift[..., None])
+        if bug.fused_scale_shift:  # an FMA emulated in float64: the product of two floats is exact there
+            c = float(torch.tensor(abs(s_scale), dtype=work))
+            p = torch.exp((s.double() * c - shift.double()[..., None]).to(work))
+        else:
+            p = torch.exp(s - shift[..., None])
         if blk_vis is not None and bug.mask_by_multiply:
             p = p * blk_vis
         l = _store(l * (alpha if bug.rescale_l else 1.0) + p.sum(-1), bug)
@@ -236,6 +249,10 @@ MUTANTS: list[Mutant] = [
     Mutant("attention-mask-by-multiply", "attention", "mask applied by zeroing probabilities: a NaN in a masked key leaks",
            "NaN leak from masked inputs", "https://github.com/pytorch/pytorch/issues/101967",
            _attention(Bug(mask_by_multiply=True)), Capabilities(dtypes=STD, devices=CPU)),
+    Mutant("attention-fma-exponent-overflow", "attention",
+           "scale and max shift fused into one FMA in exp's argument: the max element's weight overflows for huge scores",
+           "overflow to NaN for large inputs", "https://github.com/pytorch/pytorch/issues/121558",
+           _attention(Bug(fused_scale_shift=True)), Capabilities(dtypes=("float16", "bfloat16", "float32"), devices=CPU)),
     Mutant("attention-drops-tail-block", "attention", "the last partial key block is skipped",
            "ragged tail", "https://github.com/jax-ml/jax/issues/27224",
            _attention(Bug(drop_tail_block=True)), Capabilities(dtypes=STD, devices=CPU)),
@@ -256,7 +273,9 @@ for _m in MUTANTS + CONTROLS:
 def all_mutants() -> tuple[list[Mutant], list[Mutant]]:
     """(mutants, controls) in every form available here: torch always, Triton when importable."""
     try:
+        from kernels.triton_attention_mutants import TRITON_ATTENTION_CONTROLS, TRITON_ATTENTION_MUTANTS
         from kernels.triton_mutants import TRITON_CONTROLS, TRITON_MUTANTS
     except ImportError:  # triton is an optional extra
         return list(MUTANTS), list(CONTROLS)
-    return MUTANTS + TRITON_MUTANTS, CONTROLS + TRITON_CONTROLS
+    return (MUTANTS + TRITON_MUTANTS + TRITON_ATTENTION_MUTANTS,
+            CONTROLS + TRITON_CONTROLS + TRITON_ATTENTION_CONTROLS)

@@ -55,7 +55,7 @@ def _load_builtins() -> None:
         import triton  # noqa: F401
     except ImportError:  # the Triton kernels are an optional extra
         return
-    from kernels import triton_mutants, triton_targets  # noqa: F401
+    from kernels import triton_attention_mutants, triton_mutants, triton_targets  # noqa: F401
 
 
 def all_targets(op: str | None = None) -> list[Target]:
