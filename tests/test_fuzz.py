@@ -89,23 +89,30 @@ def test_fuzz_named_mutant_adds_corpus_file_and_exits_1(tmp_path: Path) -> None:
     assert not replay_entry(entry, "torch.softmax")[0].evaluation.violations
 
 
+def _sigterm_once(p: subprocess.Popen, ready, wait_s: float, *, settle_s: float, what: str,
+                  exit_timeout_s: float = 60) -> str:
+    """Wait until ready() (at most wait_s), let the run settle, send SIGTERM; return its output."""
+    try:
+        t0 = time.time()
+        while not ready() and time.time() - t0 < wait_s:
+            time.sleep(0.2)
+        assert ready(), what
+        time.sleep(settle_s)
+        p.send_signal(signal.SIGTERM)
+        out, _ = p.communicate(timeout=exit_timeout_s)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    return out
+
+
 def test_sigterm_mid_run_still_writes_report(tmp_path: Path) -> None:
     rep = tmp_path / "rep"
     p = subprocess.Popen(_cmd(tmp_path, "--hours", "1", "--targets", "torch.softmax", "--report", str(rep),
                               "--engine", "inprocess", "--grace", "30"),
                          cwd=ROOT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        state = rep / "state" / "torch_softmax.pkl"
-        t0 = time.time()
-        while not state.exists() and time.time() - t0 < 60:
-            time.sleep(0.2)
-        assert state.exists(), "the child never started"
-        time.sleep(2)
-        p.send_signal(signal.SIGTERM)
-        out, _ = p.communicate(timeout=60)
-    finally:
-        if p.poll() is None:
-            p.kill()
+    state = rep / "state" / "torch_softmax.pkl"
+    out = _sigterm_once(p, state.exists, 60, settle_s=2, what="the child never started")
     assert p.returncode == 0, out
     doc = json.loads((rep / "fuzz.json").read_text())
     assert doc["interrupted"] is True and doc["signal"] == signal.SIGTERM
@@ -172,17 +179,9 @@ def test_sigterm_stops_the_pytest_engine_and_keeps_the_property_in_flight(tmp_pa
     p = subprocess.Popen(_cmd(tmp_path, "--hours", "1", "--engine", "pytest", "--targets", "torch.softmax",
                               "--dtype", "float32", "--report", str(rep), "--grace", "30"),
                          cwd=ROOT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        t0 = time.time()  # the property is under way once Hypothesis saves its first pareto entries
-        while not (db.exists() and any(f.is_file() for f in db.rglob("*"))) and time.time() - t0 < 120:
-            time.sleep(0.5)
-        assert db.exists(), "the property never started"
-        time.sleep(1)
-        p.send_signal(signal.SIGTERM)
-        out, _ = p.communicate(timeout=90)
-    finally:
-        if p.poll() is None:
-            p.kill()
+    # the property is under way once Hypothesis saves its first pareto entries
+    out = _sigterm_once(p, lambda: db.exists() and any(f.is_file() for f in db.rglob("*")), 120, settle_s=1,
+                        what="the property never started", exit_timeout_s=90)
     assert p.returncode == 0, out
     doc = json.loads((rep / "fuzz.json").read_text())
     assert doc["interrupted"] is True and doc["signal"] == signal.SIGTERM
