@@ -43,9 +43,12 @@ try:  # a redis:// URL needs the redis package; nothing connects until a nightly
 except ImportError as _e:
     raise ImportError(f"FLASHVERIFY_DB={_nightly_db_spec} is a Redis URL, but the `redis` package is not "
                       f"installed ({_e}). Install it (pip install redis) or unset FLASHVERIFY_DB.") from None
-settings.register_profile("dev", max_examples=50, **_common)
+# derandomize=False explicitly: with CI=true in the environment Hypothesis's default profile is
+# derandomized, and profiles inherit it; a nightly run on a CI runner would replay the same inputs
+# every night (and HypoFuzz refuses derandomized tests).
+settings.register_profile("dev", max_examples=50, derandomize=False, **_common)
 settings.register_profile("ci", max_examples=40, derandomize=True, database=None, print_blob=True, **_common)
-settings.register_profile("nightly", max_examples=20_000, database=_nightly_db, **_common)
+settings.register_profile("nightly", max_examples=20_000, database=_nightly_db, derandomize=False, **_common)
 settings.register_profile("replay", parent=settings.get_profile("nightly"), phases=(Phase.explicit, Phase.reuse))
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 

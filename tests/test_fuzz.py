@@ -541,3 +541,13 @@ def test_budget_stop_saves_no_failure_to_the_database() -> None:
     assert cell.status == "passed" and cell.cut_by_budget
     failures = {k: v for k, v in db.data.items() if v and not k.endswith((b".pareto", b".secondary"))}
     assert not failures, f"{len(failures)} key(s) hold examples saved as failures"
+
+
+def test_nightly_profile_is_random_even_on_a_ci_runner() -> None:
+    """With CI=true Hypothesis's default profile is derandomized; the nightly profiles must not inherit that."""
+    script = ("import conftest; from hypothesis import settings; "
+              "print(*(settings.get_profile(n).derandomize for n in ('dev', 'nightly', 'replay', 'ci')))")
+    r = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=_env(CI="true", FLASHVERIFY_NO_INTERPRET="1"),
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["False", "False", "False", "True"]
