@@ -131,6 +131,7 @@ def _streaming_attention(q: Tensor, k: Tensor, v: Tensor, *, scale: float, causa
     l = torch.zeros_like(m)
     acc = torch.zeros((B, Hq, Nq, v.shape[-1]), dtype=work, device=q.device)
     narrow = q.dtype in (torch.float16, torch.bfloat16) and bug.probs_dtype_narrow
+    fma_scale = float(torch.tensor(abs(s_scale), dtype=work))  # the scale as the kernel holds it
     stop_at = Nk - (Nk % block) if bug.drop_tail_block and Nk % block and Nk > block else Nk
     for start in range(0, stop_at, block):
         end = min(start + block, stop_at)
@@ -151,8 +152,7 @@ def _streaming_attention(q: Tensor, k: Tensor, v: Tensor, *, scale: float, causa
         shift = torch.where(m_new == -math.inf, torch.zeros_like(m_new), m_new) if bug.guard_inf else m_new
         alpha = torch.exp(m - shift)
         if bug.fused_scale_shift:  # an FMA emulated in float64: the product of two floats is exact there
-            c = float(torch.tensor(abs(s_scale), dtype=work))
-            p = torch.exp((s.double() * c - shift.double()[..., None]).to(work))
+            p = torch.exp((s.double() * fma_scale - shift.double()[..., None]).to(work))
         else:
             p = torch.exp(s - shift[..., None])
         if blk_vis is not None and bug.mask_by_multiply:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from reports.report_md import (COLUMNS, MUTATION_HEADERS, SPECIAL_COLUMNS, dtypes_in, mutation_row, num, row_values,
-                               special_values_text)
+                               special_values_text, violation_items)
 
 CSS = """
 body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2em auto;max-width:1280px;color:#1b1f24;
@@ -365,18 +365,8 @@ def _render(doc: dict[str, Any]) -> str:
         P.append(f'<h3 class="violation" data-target="{e(v["target"])}" data-dtype="{e(v["dtype"])}">'
                  f"{e(v['target'])} ({e(v['op'])}, {e(v['dtype'])}): {e(v['kind'])}</h3>")
         P.append(f"<p>{e(v['message'] or '')}</p><ul>")
-        d = v["detail"] or {}
-        if d.get("error") is not None:
-            P.append(f"<li>worst element {e(d.get('index'))}: got {e(d.get('got'))}, exact {e(d.get('expected'))}, "
-                     f"error {e(num(d.get('error')))} {e(d.get('unit'))} &gt; tolerance "
-                     f"{e(num(d.get('tolerance')))}</li>")
-        if v["counterexample"]:
-            P.append(f"<li>shrunk counterexample: <code>{e(v['counterexample'])}</code></li>")
-        if v["examples_to_first_failure"] is not None:
-            P.append(f"<li>found after {v['examples_to_first_failure']} examples, "
-                     f"{e(num(v['seconds_to_first_failure']))} s</li>")
-        if v["artifact"]:
-            P.append(f"<li>artifact: <code>{e(v['artifact'])}</code></li>")
+        for text, code in violation_items(v):
+            P.append(f"<li>{e(text)}" + (f"<code>{e(code)}</code>" if code else "") + "</li>")
         P.append("</ul>")
         if v["replay_command"]:
             P.append(f'<pre class="replay">{e(v["replay_command"])}</pre>')

@@ -75,6 +75,23 @@ def special_values_text(s: dict[str, Any]) -> str:
     return text
 
 
+def violation_items(v: dict[str, Any]) -> list[tuple[str, str | None]]:
+    """The detail lines of one violation as (text, code-or-None), shared by the Markdown and HTML reports."""
+    d = v["detail"] or {}
+    items: list[tuple[str, str | None]] = []
+    if d.get("error") is not None:
+        items.append((f"worst element {d.get('index')}: got {d.get('got')}, exact {d.get('expected')}, "
+                      f"error {num(d.get('error'))} {d.get('unit')} > tolerance {num(d.get('tolerance'))}", None))
+    if v["counterexample"]:
+        items.append(("shrunk counterexample: ", v["counterexample"]))
+    if v["examples_to_first_failure"] is not None:
+        items.append((f"found after {v['examples_to_first_failure']} examples, "
+                      f"{num(v['seconds_to_first_failure'])} s", None))
+    if v["artifact"]:
+        items.append(("artifact: ", v["artifact"]))
+    return items
+
+
 def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
     esc = lambda s: str(s).replace("|", "\\|").replace("\n", " ")  # noqa: E731
     out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
@@ -169,17 +186,9 @@ def render(doc: dict[str, Any]) -> str:
         L.append("")
         L.append(v["message"] or "")
         L.append("")
-        d = v["detail"] or {}
-        if d.get("error") is not None:
-            L.append(f"- worst element {d.get('index')}: got {d.get('got')}, exact {d.get('expected')}, "
-                     f"error {num(d.get('error'))} {d.get('unit')} > tolerance {num(d.get('tolerance'))}")
-        if v["counterexample"]:
-            L.append(f"- shrunk counterexample: `{v['counterexample']}`")
-        if v["examples_to_first_failure"] is not None:
-            L.append(f"- found after {v['examples_to_first_failure']} examples, "
-                     f"{num(v['seconds_to_first_failure'])} s")
+        for text, code in violation_items(v):
+            L.append(f"- {text}" + (f"`{code}`" if code else ""))
         if v["artifact"]:
-            L.append(f"- artifact: `{v['artifact']}`")
             L.append("")
             L.append("```")
             L.append(v["replay_command"])

@@ -31,17 +31,21 @@ STRICT_TARGETS = ["triton-softmax", "triton-softmax-fast", "triton-attention", "
                   "ref-blocked-attention", "ref-online-softmax"]
 
 
-def _record(cells) -> None:
+def _append_jsonl(name: str, rows: list[dict]) -> None:
+    """Append rows to $FLASHVERIFY_OUT/name when set: one write, so xdist workers can share the file."""
     out = os.environ.get("FLASHVERIFY_OUT")
     if not out:
         return
-    rows = [{k: v for k, v in cell_to_dict(c).items() if k != "features"} for c in cells]
     text = "".join(json.dumps(r, default=str) + "\n" for r in rows)
-    fd = os.open(Path(out) / "gpu-cells.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = os.open(Path(out) / name, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         os.write(fd, text.encode())
     finally:
         os.close(fd)
+
+
+def _record(cells) -> None:
+    _append_jsonl("gpu-cells.jsonl", [{k: v for k, v in cell_to_dict(c).items() if k != "features"} for c in cells])
 
 
 @pytest.mark.parametrize("name", STRICT_TARGETS)
@@ -65,16 +69,7 @@ def test_gpu_mutant_is_killed(mutant) -> None:
     opts = search.CheckOptions(device="cuda", max_examples=300, seed=7, compare_naive=False, shrink=False,
                                profile=search.PROFILES["gpu"], artifact_dir=".flashverify/gpu-mutants")
     r = mutation.run_one(mutant, opts)
-    out = os.environ.get("FLASHVERIFY_OUT")
-    if out:
-        line = json.dumps({"mutant": r.name, "form": r.form, "status": r.status, "dtype": r.dtype,
-                           "examples": r.examples, "seconds_to_kill": r.seconds_to_kill,
-                           "violation": r.violation}, default=str) + "\n"
-        fd = os.open(Path(out) / "gpu-mutants.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, line.encode())
-        finally:
-            os.close(fd)
+    _append_jsonl("gpu-mutants.jsonl", [r.to_dict()])
     if r.status == "unavailable":  # e.g. a mutant declared for the CPU only
         pytest.skip(r.violation)
     assert r.status == "killed", f"{mutant.name} survived 300 examples per dtype on the GPU"

@@ -101,6 +101,11 @@ def _finite_rows(x: torch.Tensor, truth: SoftmaxTruth):
     return xs, m, absd, p, finite_row
 
 
+def _exp_error(absd: torch.Tensor, model: ToleranceModel) -> torch.Tensor:
+    """Relative error of exp(x - m) in the compute precision: the rounded argument, then exp itself."""
+    return model.compute.unit_roundoff * (2 * absd + 2 * model.exp_ulps)
+
+
 def _sum_error(p: torch.Tensor, rel_e: torch.Tensor, u_c: float) -> torch.Tensor:
     """Relative error bound of S = sum_j exp(d_j): weighted exp errors plus gamma_{n-1} (keepdim)."""
     return _weighted(p, rel_e).sum(-1, keepdim=True) + _gamma(max(p.shape[-1] - 1, 0), u_c)
@@ -118,7 +123,7 @@ def softmax_tolerance_ulps(
     if _conversion(u_c, get_format(x.dtype), c):
         conv = u_c * (xs.abs() + m.abs())
         conv = torch.where(torch.isfinite(conv), conv, torch.full_like(conv, float("inf")))
-    rel_e = u_c * (2 * absd + 2 * model.exp_ulps) + conv
+    rel_e = _exp_error(absd, model) + conv
     eps_S = _sum_error(p, rel_e, u_c)
     rel_p = rel_e + eps_S + 2 * u_c
     tol_abs = model.safety * (_weighted(p, rel_p) + 2 * c.smallest_normal) + ulp(p, fmt) / 2
@@ -135,7 +140,7 @@ def lse_tolerance_ulps(
     u_c = c.unit_roundoff
     xs, m, absd, p, finite_row = _finite_rows(x, truth)
     m, finite_row = m[..., 0], finite_row[..., 0]
-    eps_S = _sum_error(p, u_c * (2 * absd + 2 * model.exp_ulps), u_c)[..., 0]
+    eps_S = _sum_error(p, _exp_error(absd, model), u_c)[..., 0]
     lse = torch.where(finite_row, truth.lse.hi, torch.zeros_like(m))
     log_s = lse - m
     conv = u_c * m.abs() if _conversion(u_c, get_format(x.dtype), c) else 0.0
