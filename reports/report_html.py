@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from reports.report_md import (COLUMNS, MUTATION_HEADERS, SPECIAL_COLUMNS, dtypes_in, mutation_row, num, row_values,
-                               special_values_text, violation_items)
+                               special_values_text, verdict_reasons, versions_text,
+                               violation_items)
 
 CSS = """
 body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2em auto;max-width:1280px;color:#1b1f24;
@@ -285,17 +286,9 @@ def _render(doc: dict[str, Any]) -> str:
     P: list[str] = []
     P.append(f'<h1>flashverify campaign report: <span class="verdict-{e(summ["verdict"])}" id="verdict">'
              f'{e(summ["verdict"])}</span></h1>')
-    why = []
-    if summ["violated"]:
-        why.append(f"{summ['violated']} violated cell(s)")
-    if summ["mutant_survivors"]:
-        why.append(f"{len(summ['mutant_survivors'])} surviving mutant(s)")
-    if summ["controls_failed"]:
-        why.append(f"{len(summ['controls_failed'])} failed control(s)")
-    versions = ", ".join(f"{k} {env[k]}" for k in ("python", "torch", "triton", "hypothesis", "mpmath", "numpy")
-                         if env.get(k))
+    versions = versions_text(env)
     info = [
-        ("verdict", f"{summ['verdict']} (exit code {summ['exit_code']})" + (": " + ", ".join(why) if why else "")),
+        ("verdict", f"{summ['verdict']} (exit code {summ['exit_code']})" + verdict_reasons(summ)),
         ("device", f"{env['device']}: {env['device_name']}"
                    + (" (Triton interpreter)" if env.get("triton_interpret") else "")),
         ("budget", f"{num(bud['total_s'])} s; wall {num(bud['wall_s'])} s (FA3 {num(bud['fa3_s'])} s, mutation "

@@ -99,6 +99,23 @@ def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
     return out
 
 
+def verdict_reasons(summ: dict[str, Any]) -> str:
+    """': 2 violated cell(s), 1 surviving mutant(s)' (empty when nothing failed), for both reports."""
+    why = []
+    if summ["violated"]:
+        why.append(f"{summ['violated']} violated cell(s)")
+    if summ["mutant_survivors"]:
+        why.append(f"{len(summ['mutant_survivors'])} surviving mutant(s)")
+    if summ["controls_failed"]:
+        why.append(f"{len(summ['controls_failed'])} failed control(s)")
+    return ": " + ", ".join(why) if why else ""
+
+
+def versions_text(env: dict[str, Any]) -> str:
+    return ", ".join(f"{k} {env[k]}" for k in ("python", "torch", "triton", "hypothesis", "mpmath", "numpy")
+                     if env.get(k))
+
+
 def dtypes_in(doc: dict[str, Any]) -> list[str]:
     return list(dict.fromkeys(c["dtype"] for c in doc["cells"]))
 
@@ -108,16 +125,8 @@ def render(doc: dict[str, Any]) -> str:
     L: list[str] = []
     L.append(f"# flashverify campaign report: {summ['verdict']}")
     L.append("")
-    why = []
-    if summ["violated"]:
-        why.append(f"{summ['violated']} violated cell(s)")
-    if summ["mutant_survivors"]:
-        why.append(f"{len(summ['mutant_survivors'])} surviving mutant(s)")
-    if summ["controls_failed"]:
-        why.append(f"{len(summ['controls_failed'])} failed control(s)")
-    verdict = f"**{summ['verdict']}** (exit code {summ['exit_code']})" + (": " + ", ".join(why) if why else "")
-    versions = ", ".join(f"{k} {env[k]}" for k in ("python", "torch", "triton", "hypothesis", "mpmath", "numpy")
-                         if env.get(k))
+    verdict = f"**{summ['verdict']}** (exit code {summ['exit_code']})" + verdict_reasons(summ)
+    versions = versions_text(env)
     git = (env.get("git_commit") or "unknown")[:12] + (" (uncommitted changes)" if env.get("git_dirty") else "")
     L += _table(["", ""], [
         ["verdict", verdict],
