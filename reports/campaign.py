@@ -40,6 +40,7 @@ from typing import Any
 import torch
 
 from kernels.registry import Target, all_targets, get_target
+from reports.cell_worker import InProcessCells, cell_runner
 from verify import artifacts, search
 from verify.dtypes import STANDARD_DTYPES, get_format
 from verify.search import CellResult, CheckOptions
@@ -77,6 +78,7 @@ class CampaignOptions:
     command_line: str = ""
     rerun_command: str = ""
     progress: str = "auto"  # auto | rich | plain | none
+    isolation: str = "auto"  # auto (a worker process on CUDA) | process | none: see reports.cell_worker
 
 
 # --------------------------------------------------------------------------------------
@@ -424,7 +426,7 @@ def _profile(device: str):
     return search.PROFILES["gpu" if device.startswith("cuda") else "cpu"]
 
 
-def run_mutant(m, opts: CampaignOptions, per_dtype_s: float):
+def run_mutant(m, opts: CampaignOptions, per_dtype_s: float, runner=None):
     """``verify.mutation.run_one``, with each dtype searched by ``run_cell`` so the budget really bounds it."""
     from verify.mutation import KillResult
 
@@ -438,8 +440,9 @@ def run_mutant(m, opts: CampaignOptions, per_dtype_s: float):
                         artifact_dir=opts.artifact_dir)
     t0 = time.perf_counter()
     runs: list[CellRun] = []
+    runner = runner or InProcessCells()
     for d in target.caps.dtypes:
-        runs.append(run_cell(target, d, base, per_dtype_s, opts.seed, MUTANT_MAX_EXAMPLES, observe=False))
+        runs.append(runner.run(target, d, base, per_dtype_s, opts.seed, MUTANT_MAX_EXAMPLES, observe=False))
         if runs[-1].cell.status == "violated" and not is_control:
             break
     cells = [r.cell for r in runs]
@@ -458,7 +461,7 @@ def run_mutant(m, opts: CampaignOptions, per_dtype_s: float):
     return r, budget_limited
 
 
-def run_mutation(opts: CampaignOptions, slice_s: float, progress: _Progress) -> dict[str, Any]:
+def run_mutation(opts: CampaignOptions, slice_s: float, progress: _Progress, runner=None) -> dict[str, Any]:
     """Every mutant, then the controls, within ``slice_s``.
 
     Controls get CONTROL_SHARE of the slice (they show the absence of false alarms); the mutants
@@ -482,7 +485,7 @@ def run_mutation(opts: CampaignOptions, slice_s: float, progress: _Progress) -> 
             per_dtype = max(mutants_s - elapsed, 0.0) / (len(MUTANTS) - i)
         per_dtype = max(per_dtype, MIN_MUTANT_DTYPE_S)
         progress.tick(f"mutation {m.name}")
-        r, limited = run_mutant(m, opts, per_dtype)
+        r, limited = run_mutant(m, opts, per_dtype, runner)
         results.append(r)
         d = r.to_dict()
         d["budget_per_dtype_s"] = round(per_dtype, 3)
@@ -514,6 +517,7 @@ def run_campaign(opts: CampaignOptions) -> CampaignResult:
     progress.line(f"flashverify run on {opts.device} ({env['device_name']}): {len(targets)} target(s), "
                   f"dtypes {', '.join(dtypes)}, budget {opts.budget_s:g} s, seed {opts.seed}")
     timings: dict[str, float] = {}
+    runner = cell_runner(opts.isolation, opts.device)
     try:
         fa3 = None
         if opts.fa3:
@@ -544,8 +548,8 @@ def run_campaign(opts: CampaignOptions) -> CampaignResult:
             share = max(left / max(len(live) - done_live, 1), MIN_CELL_S) if supported else 0.0
             label = f"[{i + 1}/{len(plan)}] {t.name} {d}"
             progress.tick(label)
-            run = run_cell(t, d, base, share, opts.seed, opts.max_examples,
-                           tick=(lambda label=label: progress.tick(label)))
+            run = runner.run(t, d, base, share, opts.seed, opts.max_examples,
+                             tick=(lambda label=label: progress.tick(label)))
             done_live += int(supported)
             runs.append(run)
             progress.line(_cell_line(label, run))
@@ -555,12 +559,13 @@ def run_campaign(opts: CampaignOptions) -> CampaignResult:
             slice_s = max(opts.budget_s - (time.perf_counter() - t_start), planned_slice / 2)
             progress.line(f"mutation testing: {slice_s:.0f}s shared by the mutants and controls")
             t0 = time.perf_counter()
-            mutation = run_mutation(opts, slice_s, progress)
+            mutation = run_mutation(opts, slice_s, progress, runner)
             timings["mutants_s"] = time.perf_counter() - t0
         else:
             mutation = {"enabled": False, "reason": "--no-mutants", "budget_s": 0.0, "seconds": 0.0,
                         "max_examples_per_dtype": None, "summary": None, "results": []}
     finally:
+        runner.close()
         progress.close()
     timings["wall_s"] = time.perf_counter() - t_start
     env["wall_s"] = round(timings["wall_s"], 3)

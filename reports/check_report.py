@@ -14,8 +14,8 @@ CHECK_SCHEMA = "flashverify-check/1"
 
 def cell_line(cell) -> str:
     """One console line summarising a target x dtype cell."""
-    if cell.status == "unsupported":
-        return f"  {cell.dtype:<9} unsupported: {cell.reason}"
+    if cell.status in ("unsupported", "error"):
+        return f"  {cell.dtype:<9} {cell.status}: {cell.reason}"
     s = cell.summary
     cut = " (cut by budget)" if cell.cut_by_budget else ""
     return (f"  {cell.dtype:<9} {cell.status.upper():<8} {cell.examples} examples{cut}, "

@@ -86,3 +86,39 @@ def load(path: str | Path) -> Artifact:
 
 def replay_command(path: str | Path) -> str:
     return f"python -m verify replay {path}"
+
+
+def _same_bits(a: Any, b: Any) -> bool:
+    """Equal values bit for bit (NaN payloads and signed zeros included), or equal non-tensors."""
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        if a.dtype != b.dtype or a.shape != b.shape:
+            return False
+        raw = [t.detach().cpu().contiguous().reshape(-1).view(torch.uint8) for t in (a, b)]
+        return bool(torch.equal(*raw))
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return False
+    return a == b
+
+
+def replay_inputs(art: Artifact, device: str) -> tuple[dict[str, Any], str]:
+    """The artifact's inputs on ``device``, and how they were obtained.
+
+    Moving a saved view to a device keeps its values and strides but not its storage
+    offset, so a "misaligned" input would arrive aligned and a bug that depends on the
+    data pointer would not replay.  When the artifact carries its strategy spec, the
+    case is rebuilt from it on the device (same layout, offset and poisoned gaps) and
+    used if its bits equal the saved tensors; otherwise the saved tensors are moved.
+    """
+    saved = {k: (v.to(device) if hasattr(v, "to") else v) for k, v in art.inputs.items()}
+    if not art.spec:
+        return saved, "saved tensors"
+    from strategies.replay import case_from_dict
+    from verify.search import case_inputs_on
+
+    try:
+        rebuilt = case_inputs_on(case_from_dict(art.spec), art.op, device)
+    except Exception:  # an old or hand-edited spec: the saved tensors are the evidence
+        return saved, "saved tensors (the spec could not be rebuilt)"
+    if set(rebuilt) == set(art.inputs) and all(_same_bits(rebuilt[k], art.inputs[k]) for k in art.inputs):
+        return rebuilt, "rebuilt from the spec (same bits, original memory layout)"
+    return saved, "saved tensors (the spec rebuilds different bits)"

@@ -30,6 +30,10 @@ def add_run_parser(sub) -> None:
     p.add_argument("--no-shrink", action="store_true",
                    help="report each cell's first failing input as found, unshrunk (shrinking can take tens of "
                         "seconds per violation, beyond the budget)")
+    p.add_argument("--isolation", choices=("auto", "process", "none"), default="auto",
+                   help="where cells run: 'process' searches them in a worker process that is replaced when a "
+                        "target crashes or kills the CUDA context, so the campaign goes on and the input is saved; "
+                        "'none' in this process; 'auto' (default) is 'process' on CUDA, 'none' on CPU")
     p.add_argument("--progress", choices=("auto", "rich", "plain", "none"), default="auto",
                    help="progress display (default: a bar on a terminal, a line per cell otherwise)")
 
@@ -49,6 +53,8 @@ def _rerun(args, seed: int) -> str:
         argv.append("--no-fa3")
     if args.no_shrink:
         argv.append("--no-shrink")
+    if args.isolation != "auto":
+        argv += ["--isolation", args.isolation]
     return quote_command(argv)
 
 
@@ -71,7 +77,7 @@ def cmd_run(args) -> int:
         device=args.device, budget_s=args.budget, targets=args.targets, dtypes=dtypes, seed=seed,
         mutants=not args.no_mutants, fa3=not args.no_fa3, shrink=not args.no_shrink, report_dir=str(args.report),
         command_line=typed,
-        rerun_command=_rerun(args, seed), progress=args.progress,
+        rerun_command=_rerun(args, seed), progress=args.progress, isolation=args.isolation,
     )
     try:
         result = campaign.run_campaign(opts)

@@ -131,7 +131,8 @@ def cmd_targets(args) -> int:
             "name": t.name, "op": t.op, "kind": t.kind, "dtypes": list(c.dtypes), "devices": list(c.devices),
             "available_here": [d for d, ok in avail.items() if ok],
             "causal": c.causal, "bool_mask": c.bool_mask, "gqa": c.gqa, "neg_inf": c.neg_inf,
-            "special_values": c.special_values, "length": [c.min_length, c.max_length],
+            "special_values": c.special_values, "layout_alignment": c.layout_alignment,
+            "length": [c.min_length, c.max_length],
             "head_dim": [c.head_dim_min, c.head_dim_max], "compute": c.compute_precision or "float32 (float64 for float64)",
             "dot": c.dot_precision or "= compute", "description": t.description,
         })
@@ -150,7 +151,7 @@ def cmd_targets(args) -> int:
 
 def cmd_replay(args) -> int:
     from verify import artifacts
-    from verify.engine import check_attention_input, check_softmax_input
+    from verify.engine import DeviceContextLost, check_attention_input, check_softmax_input
     from verify.loader import TargetLoadError, load_target
 
     try:
@@ -168,13 +169,18 @@ def cmd_replay(args) -> int:
         if not torch.cuda.is_available():
             raise UsageError(f"the artifact was recorded on {art.device}; no CUDA here. Add --device cpu to try it on CPU.")
     masked = art.options.get("masked_rows", "either")
-    inp = {k: (v.to(device) if hasattr(v, "to") else v) for k, v in art.inputs.items()}
+    inp, how = artifacts.replay_inputs(art, device)
     print(f"replaying {art.kind} of {art.target} ({art.op}, {art.dtype}) on {device}: {art.description}")
-    if art.op == "softmax":
-        out = check_softmax_input(target, inp["x"], masked_rows=masked)
-    else:
-        out = check_attention_input(target, inp["q"], inp["k"], inp["v"], scale=inp["scale"], causal=inp["causal"],
-                                    mask=inp["mask"], masked_rows=masked)
+    print(f"inputs: {how}")
+    try:
+        if art.op == "softmax":
+            out = check_softmax_input(target, inp["x"], masked_rows=masked)
+        else:
+            out = check_attention_input(target, inp["q"], inp["k"], inp["v"], scale=inp["scale"],
+                                        causal=inp["causal"], mask=inp["mask"], masked_rows=masked)
+    except DeviceContextLost as lost:
+        print(f"VIOLATION {lost.violation.one_line()}")
+        return EXIT_VIOLATION
     ev = out.evaluation
     if ev.violations:
         for v in ev.violations:

@@ -28,6 +28,39 @@ class TargetHang(Exception):
     """The target did not return within the timeout; its thread cannot be stopped."""
 
 
+class DeviceContextLost(BaseException):
+    """The target left the CUDA context unusable (a sticky error such as a misaligned address).
+
+    Every later CUDA call in this process fails, so the input in flight is the only
+    evidence: it must be saved as it is, without shrinking (shrinking would only replay
+    inputs that "fail" because the context is dead).  A BaseException, so Hypothesis
+    stops at once instead of shrinking; ``case`` is filled in by the search.
+    """
+
+    def __init__(self, violation: Violation) -> None:
+        super().__init__(violation.message)
+        self.violation = violation
+        self.case: Any = None
+
+
+def _uses_cuda(values) -> bool:
+    return any(isinstance(t, torch.Tensor) and t.is_cuda for t in values)
+
+
+def _wait_for_device() -> None:
+    torch.cuda.synchronize()
+
+
+def device_context_alive() -> bool:
+    """True when a trivial CUDA operation still succeeds (sticky errors make every call fail)."""
+    try:
+        torch.cuda.synchronize()
+        torch.ones(1, device="cuda").add_(1).item()
+    except Exception:  # any failure here means the context cannot be trusted
+        return False
+    return True
+
+
 @dataclass
 class CaseOutcome:
     evaluation: Evaluation
@@ -48,13 +81,16 @@ class CaseOutcome:
 def call_target(fn, args: tuple, kwargs: dict[str, Any], timeout: float) -> tuple[Any, Violation | None, float]:
     """Run ``fn(*args, **kwargs)`` with a timeout; an exception or a hang becomes a Violation."""
     box: dict[str, Any] = {}
+    # Kernel errors are reported asynchronously: wait for the target's work inside the call,
+    # so an error is charged to the input that caused it, not to a later one.
+    on_cuda = _uses_cuda((*args, *kwargs.values()))
 
     def run() -> None:
         t0 = time.perf_counter()
         try:
             out = fn(*args, **kwargs)
-            if isinstance(out, torch.Tensor) and out.is_cuda:
-                torch.cuda.synchronize(out.device)
+            if on_cuda or (isinstance(out, torch.Tensor) and out.is_cuda):
+                _wait_for_device()
             box["out"] = out
         except BaseException as e:  # any failure of the target is its contract violation
             box["error"] = e
@@ -68,6 +104,12 @@ def call_target(fn, args: tuple, kwargs: dict[str, Any], timeout: float) -> tupl
         raise TargetHang(f"the target did not return within {timeout:g} s")
     if "error" in box:
         e = box["error"]
+        first_line = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        if on_cuda and not device_context_alive():
+            raise DeviceContextLost(Violation(
+                "device-error",
+                f"the target raised {type(e).__name__}: {first_line}; the CUDA context is unusable afterwards, so "
+                "this input is reported as found (not shrunk) and the rest of the cell was not searched"))
         return None, Violation("exception", f"the target raised {type(e).__name__}: {e}"), box["seconds"]
     return box["out"], None, box["seconds"]
 

@@ -112,6 +112,7 @@ class CellResult:
     worst_case: str | None = None
     worst_artifact: str | None = None
     cut_by_budget: bool = False
+    context_lost: bool = False  # the target killed the CUDA context: this process can run no more CUDA work
     seconds_to_first_failure: float | None = None
     examples_to_first_failure: int | None = None
     samples: list = field(default_factory=list)  # sampled errors, for distributions
@@ -189,7 +190,12 @@ def run_case(target: Target, case, opts: CheckOptions) -> engine.CaseOutcome:
 
 
 def case_inputs(case, op: str) -> dict[str, Any]:
-    built = case.build(device="cpu")
+    return case_inputs_on(case, op, "cpu")
+
+
+def case_inputs_on(case, op: str, device: str) -> dict[str, Any]:
+    """The case's tensors built on ``device`` (in their drawn layouts), as the target receives them."""
+    built = case.build(device=device)
     if op == "softmax":
         return {"x": built}
     return {"q": built.q, "k": built.k, "v": built.v, "mask": built.mask, "scale": built.scale,
@@ -268,7 +274,13 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
         if opts.budget_s is not None and time.perf_counter() - start > opts.budget_s and not state["found"]:
             cell.cut_by_budget = True
             raise _BudgetSpent()
-        out = run_case(target, case, opts)
+        try:
+            out = run_case(target, case, opts)
+        except engine.DeviceContextLost as lost:
+            lost.case = case
+            state["first_failure_s"] = time.perf_counter() - start
+            cell.examples_to_first_failure = cell.examples + 1
+            raise
         for f in case.features:
             event(f)
         if not state["found"]:
@@ -294,6 +306,11 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
         cell.violation = found.violation
         cell.counterexample = found.case.describe()
         cell.artifact = _save(found.case, cell, opts, found.violation, "violation")
+    except engine.DeviceContextLost as lost:
+        cell.status, cell.context_lost = "violated", True
+        cell.violation = lost.violation
+        cell.counterexample = lost.case.describe() + "  [as found: not shrunk, the CUDA context was lost]"
+        cell.artifact = _save(lost.case, cell, opts, lost.violation, "violation")
     except engine.TargetHang as hang:
         cell.status = "violated"
         cell.violation = Violation("hang", str(hang))
@@ -316,8 +333,14 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
 
 def check_target(target: Target, opts: CheckOptions, *, stop_at_first_violation: bool = False) -> list[CellResult]:
     """Every requested dtype of one target (optionally stopping once one dtype violates)."""
-    cells = []
+    cells: list[CellResult] = []
     for d in opts.dtypes or target.caps.dtypes:
+        lost = next((c for c in cells if c.context_lost), None)
+        if lost is not None:  # nothing more can run on this device in this process
+            fmt = get_format(d)
+            cells.append(CellResult(target.name, target.op, fmt.name, opts.device, status="error",
+                                    reason=f"not run: the CUDA context was lost in the {lost.dtype} cell"))
+            continue
         cells.append(check_cell(target, d, opts))
         if stop_at_first_violation and cells[-1].status == "violated":
             break

@@ -1,0 +1,235 @@
+"""Campaign cells in a child process, so one target that kills the device cannot end the campaign.
+
+A CUDA kernel fault (misaligned address, illegal memory access, device-side assert)
+is sticky: every later CUDA call in that process fails.  Run in process, the first
+such fault would take every later cell down with it and leave no report.  Here the
+cells run one after another in a spawned worker process; the campaign gets back the
+same ``CellRun`` it would get in process, and:
+
+* a cell whose target lost the CUDA context (``CellResult.context_lost``) or hung
+  ends its worker; the next cell starts a fresh one;
+* a worker that dies outright (a segfault, an abort) or overruns its cell's time by
+  ``GRACE_S`` is killed, and the cell is reported violated with kind ``crash`` or
+  ``hang``; the input in flight (written to a file before every example) is saved as
+  a replayable artifact when there was one.
+
+The only cost is one process start (imports, a CUDA context), paid again after each
+lost context.  ``InProcessCells`` runs the same cells without a child (the CPU default).
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable
+
+from kernels.registry import Target
+from verify import search
+from verify.contracts import Violation
+from verify.search import CellResult, CheckOptions
+
+#: Seconds a worker may run past its cell's budget (one slow example, an mpmath fallback,
+#: the shrink of a found violation) before it is taken to be hung and killed.
+GRACE_S = 240.0
+TICK_EVERY_S = 0.5
+
+
+class InProcessCells:
+    """Cells searched in this process (``reports.campaign.run_cell``)."""
+
+    def run(self, target: Target, dtype: str, base: CheckOptions, budget_s: float, seed: int,
+            max_examples: int, tick: Callable[[], None] | None = None, observe: bool = True):
+        from reports.campaign import run_cell
+
+        return run_cell(target, dtype, base, budget_s, seed, max_examples, tick=tick, observe=observe)
+
+    def close(self) -> None:
+        pass
+
+
+@contextmanager
+def _recording_inflight(path: Path):
+    """Write each case's spec to ``path`` before the target sees it (evidence if the process dies)."""
+    original = search.run_case
+
+    def run_case(target, case, opts):
+        path.write_text(json.dumps({"spec": case.spec.to_dict(), "description": case.describe()}))
+        return original(target, case, opts)
+
+    search.run_case = run_case
+    try:
+        yield
+    finally:
+        search.run_case = original
+
+
+def _worker_main(conn, inflight: str) -> None:
+    """Serve cell requests until told to stop, the parent goes away, or the device is lost."""
+    from reports.campaign import run_cell
+    from verify.loader import load_target
+
+    path = Path(inflight)
+    while True:
+        try:
+            request = conn.recv()
+        except (EOFError, OSError):
+            return
+        if request[0] == "stop":
+            return
+        _, name, op, dtype, base, budget_s, seed, max_examples, observe = request
+        last = [0.0]
+
+        def tick() -> None:
+            now = time.monotonic()
+            if now - last[0] >= TICK_EVERY_S:
+                last[0] = now
+                conn.send(("tick",))
+
+        try:
+            with _recording_inflight(path):
+                run = run_cell(load_target(name, op), dtype, base, budget_s, seed, max_examples, tick=tick,
+                               observe=observe)
+        except Exception as e:  # a fault of the suite, not of the target: report it, keep serving
+            conn.send(("error", f"{type(e).__name__}: {e}"))
+            continue
+        path.unlink(missing_ok=True)
+        run.observer.tick = None
+        conn.send(("done", run))
+        cell = run.cell
+        if cell.context_lost or (cell.violation is not None and cell.violation.kind == "hang"):
+            return  # the context is dead, or a thread is stuck in the target: start afresh
+
+
+class IsolatedCells:
+    """Cells searched in a spawned worker process that is replaced whenever a target breaks it."""
+
+    def __init__(self, grace_s: float = GRACE_S) -> None:
+        self.grace_s = grace_s
+        self._ctx = mp.get_context("spawn")  # CUDA cannot be used in a forked child
+        self._proc = None
+        self._conn = None
+        self._dir = tempfile.TemporaryDirectory(prefix="flashverify-worker-")
+        self.inflight = Path(self._dir.name) / "inflight.json"
+        self.workers_started = 0
+
+    def _start(self) -> None:
+        parent, child = self._ctx.Pipe()
+        self._proc = self._ctx.Process(target=_worker_main, args=(child, str(self.inflight)),
+                                       name="flashverify-cells", daemon=True)
+        self._proc.start()
+        child.close()
+        self._conn = parent
+        self.workers_started += 1
+
+    def _stop(self, kill: bool = False) -> None:
+        proc, conn = self._proc, self._conn
+        self._proc = self._conn = None
+        if proc is None:
+            return
+        if not kill and proc.is_alive():
+            try:
+                conn.send(("stop",))
+            except (OSError, BrokenPipeError):
+                pass
+            proc.join(10)
+        if proc.is_alive():
+            proc.kill()
+            proc.join(5)
+        conn.close()
+
+    def run(self, target: Target, dtype: str, base: CheckOptions, budget_s: float, seed: int,
+            max_examples: int, tick: Callable[[], None] | None = None, observe: bool = True):
+        from reports.campaign import CellObserver, CellRun
+
+        if not target.caps.supports_dtype(dtype) or target.unavailable_reason(base.device):
+            # nothing runs on the device: the in-process path reports it as unsupported
+            return InProcessCells().run(target, dtype, base, budget_s, seed, max_examples, tick, observe)
+        if self._proc is None or not self._proc.is_alive():
+            self._stop(kill=True)
+            self._start()
+        self.inflight.unlink(missing_ok=True)
+        self._conn.send(("cell", target.name, target.op, dtype, base, budget_s, seed, max_examples, observe))
+        start = time.monotonic()
+        deadline = start + budget_s + self.grace_s
+        while True:
+            if time.monotonic() > deadline:
+                self._stop(kill=True)
+                return CellRun(self._lost_cell(target, dtype, base, "hang", time.monotonic() - start,
+                                               f"the worker searching this cell did not finish within its "
+                                               f"budget + {self.grace_s:g} s and was killed"),
+                               CellObserver(target.op), budget_s, 0, "violation")
+            try:
+                ready = self._conn.poll(TICK_EVERY_S)
+                message = self._conn.recv() if ready else None
+            except (EOFError, OSError):
+                message, ready = None, True
+            if (ready and message is None) or (not ready and not self._proc.is_alive()):
+                code = self._proc.exitcode if self._proc is not None else None
+                self._stop(kill=True)
+                how = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+                return CellRun(self._lost_cell(target, dtype, base, "crash", time.monotonic() - start,
+                                               f"the process searching this cell died ({how})"),
+                               CellObserver(target.op), budget_s, 0, "violation")
+            if message is None:
+                if tick:
+                    tick()
+                continue
+            kind = message[0]
+            if kind == "tick":
+                if tick:
+                    tick()
+            elif kind == "error":
+                cell = CellResult(target.name, target.op, dtype, base.device, status="error",
+                                  reason=f"the suite failed while searching this cell: {message[1]}")
+                return CellRun(cell, CellObserver(target.op), budget_s, 0, "violation")
+            elif kind == "done":
+                run = message[1]
+                if run.cell.context_lost or (run.cell.violation is not None and run.cell.violation.kind == "hang"):
+                    self._stop()
+                return run
+
+    def _lost_cell(self, target: Target, dtype: str, base: CheckOptions, kind: str, seconds: float,
+                   what: str) -> CellResult:
+        """The cell of a worker that died or hung, with the input in flight saved when it was recorded."""
+        cell = CellResult(target.name, target.op, dtype, base.device, status="violated", seconds=seconds)
+        inflight = _read_inflight(self.inflight)
+        if inflight is None:
+            cell.violation = Violation(kind, f"{what}; no example had started, so there is no input to replay")
+            return cell
+        cell.violation = Violation(kind, f"{what} while the target ran on the saved input")
+        cell.counterexample = inflight["description"] + "  [as found: not shrunk, the process died]"
+        cell.examples_to_first_failure = None
+        try:
+            from strategies.replay import case_from_dict
+
+            case = case_from_dict(inflight["spec"])
+            cell.artifact = search._save(case, cell, base, cell.violation, "violation")
+        except Exception as e:  # the spec is still in the message: better than nothing
+            cell.violation = Violation(kind, f"{cell.violation.message} (artifact not saved: {e}; spec "
+                                             f"{json.dumps(inflight['spec'])})")
+        return cell
+
+    def close(self) -> None:
+        self._stop()
+        self._dir.cleanup()
+
+
+def _read_inflight(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def cell_runner(isolation: str, device: str):
+    """``IsolatedCells`` for ``process`` (or ``auto`` on CUDA), else ``InProcessCells``."""
+    if isolation == "process" or (isolation == "auto" and device.startswith("cuda")):
+        return IsolatedCells()
+    return InProcessCells()
+
+
+__all__ = ["InProcessCells", "IsolatedCells", "cell_runner", "GRACE_S"]

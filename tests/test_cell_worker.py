@@ -1,0 +1,126 @@
+"""A target that kills its process or its CUDA context must not end the campaign.
+
+The faults are simulated on the CPU by ``tests/targets/crashing.py``: the worker
+process really dies (``os._exit``) or really believes its context is lost.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernels.registry import get_target
+from reports import campaign
+from reports.cell_worker import IsolatedCells
+from verify import artifacts, engine, search
+from verify.loader import load_target
+from verify.search import CheckOptions
+
+CRASHING = Path(__file__).parent / "targets" / "crashing.py"
+
+
+def _target(func: str):
+    return load_target(f"{CRASHING}:{func}", "softmax")
+
+
+def _opts(tmp_path: Path, **kw) -> CheckOptions:
+    return CheckOptions(max_examples=200, seed=5, artifact_dir=str(tmp_path / "cex"), compare_naive=False, **kw)
+
+
+def test_a_lost_context_is_reported_as_found_and_the_other_dtypes_are_not_run(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(engine, "_uses_cuda", lambda values: True)
+    monkeypatch.setattr(engine, "_wait_for_device", lambda: None)
+    monkeypatch.setattr(engine, "device_context_alive", lambda: False)
+    target = _target("raise_cuda_error")
+    cells = search.check_target(target, _opts(tmp_path, dtypes=("float32", "float16")))
+    lost, rest = cells
+    assert lost.status == "violated" and lost.context_lost
+    assert lost.violation.kind == "device-error" and "misaligned address" in lost.violation.message
+    assert "not shrunk" in lost.counterexample
+    # the saved input is the one in flight: it triggers the fault again on replay
+    art = artifacts.load(lost.artifact)
+    assert art.inputs["x"].shape[-1] >= 5
+    assert rest.status == "error" and "context was lost in the float32 cell" in rest.reason
+
+
+def test_an_ordinary_exception_on_a_live_context_stays_an_exception_violation(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(engine, "_uses_cuda", lambda values: True)
+    monkeypatch.setattr(engine, "_wait_for_device", lambda: None)
+    monkeypatch.setattr(engine, "device_context_alive", lambda: True)
+    cell = search.check_cell(_target("raise_cuda_error"), "float32", _opts(tmp_path))
+    assert cell.status == "violated" and not cell.context_lost
+    assert cell.violation.kind == "exception"
+
+
+def test_worker_survives_a_hard_crash_and_a_lost_context(tmp_path) -> None:
+    runner = IsolatedCells()
+    base = _opts(tmp_path)
+    good = get_target("torch.softmax")
+    try:
+        crashed = runner.run(_target("exit_hard"), "float32", base, 20.0, 1, 200).cell
+        assert crashed.status == "violated" and crashed.violation.kind == "crash"
+        assert "exit code 7" in crashed.violation.message
+        # the input in flight was recorded before the call, and replays the crash's trigger
+        assert crashed.artifact and artifacts.load(crashed.artifact).inputs["x"].shape[-1] >= 3
+        after = runner.run(good, "float32", base, 3.0, 1, 30)
+        assert after.cell.status == "passed" and after.cell.examples > 0
+        assert runner.workers_started == 2
+        lost = runner.run(_target("lose_context"), "float32", base, 20.0, 1, 200).cell
+        assert lost.status == "violated" and lost.context_lost and lost.violation.kind == "device-error"
+        again = runner.run(good, "float16", base, 3.0, 1, 30)
+        assert again.cell.status == "passed"
+        assert runner.workers_started == 3  # the worker that lost its context was replaced
+    finally:
+        runner.close()
+
+
+def test_worker_that_overruns_its_cell_is_killed_and_its_input_saved(tmp_path) -> None:
+    runner = IsolatedCells(grace_s=3.0)
+    try:
+        run = runner.run(_target("sleep_forever"), "float32", _opts(tmp_path), 0.5, 1, 10)
+    finally:
+        runner.close()
+    cell = run.cell
+    assert cell.status == "violated" and cell.violation.kind == "hang"
+    assert "did not finish within its budget + 3 s" in cell.violation.message
+    assert cell.artifact is not None
+
+
+def test_campaign_in_worker_processes_matches_the_cells_run_in_process(tmp_path) -> None:
+    opts = campaign.CampaignOptions(device="cpu", budget_s=6, targets=["torch.softmax"], dtypes=("float32",),
+                                    seed=3, mutants=False, fa3=False, progress="none", isolation="process",
+                                    artifact_dir=str(tmp_path / "cex"))
+    result = campaign.run_campaign(opts)
+    (run,) = result.runs
+    assert run.cell.status == "passed" and run.cell.examples > 0
+    assert run.observer.records and len(run.observer.records) == run.cell.examples
+
+
+def test_replay_rebuilds_a_misaligned_input_with_its_offset(tmp_path) -> None:
+    from strategies.replay import case_from_dict
+    from strategies.softmax import SoftmaxCase
+
+    case = None
+    # any drawn case will do; force the misaligned layout on it
+    from hypothesis import given, settings
+    import strategies
+
+    @settings(max_examples=1, database=None)
+    @given(strategies.softmax_cases(dtypes=("float32",), max_length=8))
+    def grab(c):
+        nonlocal case
+        case = c
+
+    grab()
+    d = case.spec.to_dict()
+    d["layout"] = "misaligned"
+    case = case_from_dict(d)
+    assert isinstance(case, SoftmaxCase)
+    cell = search.CellResult("torch.softmax", "softmax", "float32", "cpu")
+    path = search._save(case, cell, _opts(tmp_path), None, "violation")
+    inputs, how = artifacts.replay_inputs(artifacts.load(path), "cpu")
+    assert how.startswith("rebuilt from the spec")
+    assert inputs["x"].storage_offset() == 1 and inputs["x"].data_ptr() % 8 == 4
+    assert torch.equal(inputs["x"].nan_to_num(), case.build("cpu").nan_to_num())
