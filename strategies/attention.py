@@ -50,7 +50,7 @@ from strategies._validation import (
     spec_error,
 )
 from strategies.features import ATTENTION_LAYOUTS, QK_VALUE_KINDS, V_VALUE_KINDS, ordered
-from strategies.layouts import is_noncontiguous, materialize
+from strategies.layouts import is_aligned, is_noncontiguous, materialize
 from strategies.lengths import length_features, lengths
 from strategies.masks import MASK_KINDS, MaskSpec, keep_features, mask_specs
 from strategies.rounding import to_format
@@ -404,6 +404,7 @@ class _AttentionConfig:
     causal_with_mask: bool
     gqa: bool
     noncontiguous: bool
+    layout_alignment: int = 1
 
     def __repr__(self) -> str:
         return self.call
@@ -494,8 +495,17 @@ def attention_cases(
         causal_with_mask=caps.causal_with_mask,
         gqa=caps.gqa,
         noncontiguous=caps.noncontiguous,
+        layout_alignment=caps.layout_alignment,
     )
     return _attention_cases(config)
+
+
+def _layouts_for(c: _AttentionConfig, shape: tuple[int, ...], fmt: FloatFormat) -> tuple[str, ...]:
+    """The layouts this tensor may be drawn in: all of them, or those meeting the target's alignment."""
+    if not c.noncontiguous:
+        return ("contiguous",)
+    return tuple(name for name in ATTENTION_LAYOUTS
+                 if is_aligned(name, shape, fmt.torch_dtype.itemsize, c.layout_alignment))
 
 
 def _scales() -> SearchStrategy[float | None]:
@@ -540,8 +550,7 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
     )
     kinds = special_kinds(fmt, c.special_values)
     specials = tuple(draw(st.lists(special_specs(kinds, shapes), max_size=MAX_SPECIALS)))
-    layout_choice = st.sampled_from(ATTENTION_LAYOUTS if c.noncontiguous else ("contiguous",))
-    layouts = (draw(layout_choice), draw(layout_choice), draw(layout_choice))
+    layouts = tuple(draw(st.sampled_from(_layouts_for(c, shape, fmt))) for _, shape in shapes)
     seed = draw(st.integers(0, _rng.SEED_MAX))
     spec = AttentionSpec(
         dtype=fmt.name,

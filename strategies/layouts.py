@@ -70,6 +70,22 @@ def materialize(x: torch.Tensor, layout: str, device: str = "cpu") -> torch.Tens
     return view(base.to(x.dtype).to(device))
 
 
+def is_aligned(layout: str, shape: tuple[int, ...], itemsize: int, alignment: int) -> bool:
+    """Whether ``layout`` keeps the data pointer and every stride (of a dim longer than 1) but the
+    last at multiples of ``alignment`` bytes, with a unit last stride, as vectorized kernels
+    (16-byte loads) assume.  Contiguous always qualifies: it is the layout every kernel must take.
+    """
+    if layout == "contiguous" or alignment <= 1:
+        return True
+    base_shape, view = plan(layout, shape)
+    t = view(torch.empty(base_shape, device="meta"))
+    if t.shape[-1] > 1 and t.stride(-1) != 1:
+        return False
+    if (t.storage_offset() * itemsize) % alignment:
+        return False
+    return all((st * itemsize) % alignment == 0 for n, st in zip(t.shape[:-1], t.stride()[:-1]) if n > 1)
+
+
 def is_noncontiguous(layout: str, shape: tuple[int, ...]) -> bool:
     """Whether the view is non-contiguous for this shape (size-1 dims can make a layout trivial)."""
     base_shape, view = plan(layout, shape)

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 
+import pytest
 import torch
 
 from kernels import reference
@@ -76,3 +79,43 @@ def test_torch_default_cpu_sdpa_causal_negative_scale_gives_nan() -> None:
     want = reference.sdpa_math(q, k, v, scale=-1.0, causal=True)
     assert float(want[0, 0, 0, 0]) == 1.5
     assert math.isnan(float(got[0, 0, 0, 0]))
+
+
+# One process per backend: a fault that loses the CUDA context must not take the test run with it.
+_MISALIGNED_V_PROBE = """
+import sys, torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+q = torch.randn(1, 2, 128, 64, device="cuda", dtype=torch.float16)
+k = torch.randn_like(q)
+v = torch.randn(q.numel() + 1, device="cuda", dtype=torch.float16)[1:].view(q.shape)  # 2 bytes off
+try:
+    with sdpa_kernel(getattr(SDPBackend, sys.argv[1])):
+        F.scaled_dot_product_attention(q, k, v)
+    torch.cuda.synchronize()
+except Exception as e:
+    try:
+        torch.ones(1, device="cuda").add_(1).item()
+        state = "raised, context alive"
+    except Exception:
+        state = "raised, context lost"
+    print(state + ": " + str(e).strip().splitlines()[0])
+else:
+    print("ran")
+"""
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("backend, outcome", [
+    # torch 2.11 on the H200 (2026-11-29): flash has no pointer-alignment check and faults;
+    # the class of pytorch #183484 (efficient backend, fp32, nonzero storage offsets).
+    ("FLASH_ATTENTION", "raised, context lost: CUDA error: misaligned address"),
+    ("EFFICIENT_ATTENTION", "raised, context alive: p.value_ptr is not correctly aligned"),
+    ("MATH", "ran"),
+])
+def test_sdpa_backend_given_a_misaligned_value_pointer(backend: str, outcome: str) -> None:
+    """Found by ``verify run --device cuda`` (the ``misaligned`` layout); why the SDPA peers declare
+    ``layout_alignment=16``.  Fails the day a backend changes how it treats such an input."""
+    got = subprocess.run([sys.executable, "-c", _MISALIGNED_V_PROBE, backend], capture_output=True, text=True,
+                         timeout=120)
+    assert got.stdout.strip().splitlines()[-1:] == [outcome], got.stdout + got.stderr

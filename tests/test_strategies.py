@@ -530,3 +530,23 @@ def test_invalid_arguments_explain_themselves(make, message: str) -> None:
 def test_bad_specs_are_rejected(bad: dict) -> None:
     with pytest.raises(ValueError, match="invalid"):
         case_from_dict(bad)
+
+
+@checks(60)
+@given(attention_cases(dtypes=("float16", "bfloat16", "float32"), max_seq=20,
+                       caps=Capabilities(layout_alignment=16)))
+def test_attention_layouts_meet_a_declared_alignment(case: AttentionCase) -> None:
+    x = case.build()
+    for t, layout in zip((x.q, x.k, x.v), case.spec.layouts):
+        if layout == "contiguous":  # always allowed: every kernel must accept it
+            continue
+        size = t.element_size()
+        assert (t.storage_offset() * size) % 16 == 0 and t.stride(-1) == 1
+        assert all((st * size) % 16 == 0 for n, st in zip(t.shape[:-1], t.stride()[:-1]) if n > 1)
+
+
+def test_attention_layouts_without_alignment_include_a_misaligned_pointer() -> None:
+    found = find(attention_cases(dtypes=("float16",), max_seq=8),
+                 lambda c: any(t.storage_offset() % 8 for t in (c.build().q, c.build().k, c.build().v)),
+                 settings=settings(max_examples=300, database=None, phases=[Phase.generate]))
+    assert "misaligned" in found.spec.layouts

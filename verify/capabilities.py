@@ -26,6 +26,10 @@ class Capabilities:
     neg_inf: bool = True  # accepts -inf logits (masking by -inf)
     special_values: bool = True  # accepts NaN / +inf inputs and must propagate them
     noncontiguous: bool = True
+    # Bytes the data pointer and every stride but the last (which must be 1) must be multiples
+    # of, for a non-contiguous or offset layout to be generated; 1: any layout.  Contiguous
+    # inputs are always generated (a kernel must accept those, whatever its vector width).
+    layout_alignment: int = 1
     # ---- attention only ---------------------------------------------------------------
     causal: bool = True
     bool_mask: bool = True
@@ -47,6 +51,8 @@ class Capabilities:
             raise ValueError("min_length must be >= 1")
         if self.max_length is not None and self.max_length < self.min_length:
             raise ValueError("max_length must be >= min_length")
+        if self.layout_alignment < 1 or self.layout_alignment & (self.layout_alignment - 1):
+            raise ValueError("layout_alignment must be a power of two (bytes)")
         if not 1 <= self.head_dim_min <= self.head_dim_max:
             raise ValueError("need 1 <= head_dim_min <= head_dim_max")
 
