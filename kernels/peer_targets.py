@@ -5,12 +5,14 @@ the backend without changing what the backend computes: a causal triangle is
 folded into the boolean mask when both are given (SDPA refuses the pair), and
 backends without native GQA see K/V heads expanded with ``repeat_interleave``.
 Declared capabilities follow what was measured on the H200 (``../shared/anchors.md``):
-the flash backend rejects boolean masks, cuDNN rejected Nq = Nk = 1.  The SDPA backends
-load 16 bytes at a time and need 16-byte aligned data pointers and strides
-(``layout_alignment=16``); measured on the H200 with torch 2.11 (2026-11-29): given a
-V whose data pointer is 2 bytes off, flash faults with "misaligned address" and the
-CUDA context is lost; efficient raises "p.query_ptr is not correctly aligned" or
-"cutlassF: no kernel found to launch!".  tests/test_findings.py keeps both on record.
+the flash backend rejects boolean masks, cuDNN rejected Nq = Nk = 1.  The flash and
+efficient backends load 16 bytes at a time and need 16-byte aligned data pointers and
+strides (``layout_alignment=16``).  Measured on the H200 with torch 2.11 (2026-11-29):
+given a V whose data pointer is 2 bytes off, both fault with "misaligned address" and
+the CUDA context is lost; efficient refuses a misaligned Q or K ("p.query_ptr is not
+correctly aligned") and an odd row stride ("cutlassF: no kernel found to launch!").
+cuDNN gave the same output as with an aligned copy, so it is searched with every layout.
+tests/test_findings.py keeps these on record.
 """
 
 from __future__ import annotations
@@ -95,14 +97,14 @@ register(Target(
     functools.partial(sdpa_backend, backend=SDPBackend.EFFICIENT_ATTENTION, native_gqa=False),
     Capabilities(dtypes=("float16", "bfloat16", "float32"), devices=CUDA, special_values=False,
                  layout_alignment=16,
-                 notes=("GQA by expanding K/V heads", "refuses misaligned pointers and strides (measured on the H200)")),
+                 notes=("GQA by expanding K/V heads",
+                        "refuses a misaligned Q or K, faults on a misaligned V (measured on the H200)")),
     "torch SDPA pinned to EFFICIENT_ATTENTION (memory-efficient)", _cuda_probe, kind="torch",
 ))
 register(Target(
     "sdpa-cudnn", "attention",
     functools.partial(sdpa_backend, backend=SDPBackend.CUDNN_ATTENTION, native_gqa=False),
     Capabilities(dtypes=LOW, devices=CUDA, min_length=2, head_dim_max=128, special_values=False,
-                 layout_alignment=16,
                  notes=("rejected Nq = Nk = 1 (measured on the H200)", "GQA by expanding K/V heads")),
     "torch SDPA pinned to CUDNN_ATTENTION", _cuda_probe, kind="torch",
 ))
