@@ -140,11 +140,17 @@ def sweep_case(dtype_name, d, n, causal, warmup, rep):
     b, h = heads_for(n)
     dtype = DTYPES[dtype_name]
     q, k, v = (torch.randn(b, h, n, d, device="cuda", dtype=dtype) for _ in range(3))
+    from kernels import triton_attention
+
     rows = []
-    for use_tma in (False, True):
+    # P: pointer loads, T: TMA descriptors, F: pointer loads with the scores scaled before the
+    # max (the FMA-contractible order that overflows for huge scores): what the safe order costs.
+    for variant, use_tma, multiply_first in (("P", False, False), ("T", True, False), ("F", False, True)):
         for bm, bn, w, st in SWEEP_CONFIGS[d]:
             cfg = {"BLOCK_M": bm, "BLOCK_N": bn, "num_warps": w, "num_stages": st}
-            row = {"dtype": dtype_name, "D": d, "N": n, "causal": causal, "tma": use_tma, "config": [bm, bn, w, st]}
+            row = {"dtype": dtype_name, "D": d, "N": n, "causal": causal, "tma": use_tma,
+                   "multiply_first": multiply_first, "variant": variant, "config": [bm, bn, w, st]}
+            triton_attention.TUNING["multiply_first"] = multiply_first
             try:
                 fn = lambda: attention(q, k, v, scale=d**-0.5, causal=causal, config=cfg, use_tma=use_tma)  # noqa: E731
                 fn()
@@ -152,12 +158,13 @@ def sweep_case(dtype_name, d, n, causal, warmup, rep):
                 row.update(ms=ms, tflops=tflops(b, h, n, d, causal, ms))
             except Exception as e:
                 row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}"
+            finally:
+                triton_attention.TUNING["multiply_first"] = False
             rows.append(row)
     best = max((r for r in rows if "tflops" in r), key=lambda r: r["tflops"], default=None)
-    line = "  ".join(f"{'T' if r['tma'] else 'P'}{tuple(r['config'])}:{r.get('tflops', float('nan')):.0f}"
-                     for r in rows)
+    line = "  ".join(f"{r['variant']}{tuple(r['config'])}:{r.get('tflops', float('nan')):.0f}" for r in rows)
     print(f"sweep {dtype_name} D={d} N={n} causal={int(causal)} best "
-          f"{('T' if best['tma'] else 'P') + str(tuple(best['config'])) if best else '-'}  |  {line}", flush=True)
+          f"{best['variant'] + str(tuple(best['config'])) if best else '-'}  |  {line}", flush=True)
     return rows
 
 

@@ -4,7 +4,7 @@
 #   tier.log, report.md, and gpu-results.tgz holding pytest.log, gpu-cells.jsonl, attention.json,
 #   softmax.json, oracle.json, report.json, index.html and the saved counterexamples (cex/)
 # Usage on the GPU machine, from the repo root:  bash bench/gpu_tier.sh
-# The whole script needs ~13 min; a device call may run 10, so split it with the knobs
+# The whole script needs ~16 min; a device call may run 10, so split it with the knobs
 # TIER_SKIP_TESTS=1 / TIER_SKIP_BENCH=1 / TIER_SKIP_RUN=1 (and TIER_TESTS, TIER_WORKERS).
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-results}
@@ -39,11 +39,13 @@ fi
 
 if [ "${TIER_SKIP_RUN:-0}" != 1 ]; then
   step "python -m verify run --device cuda"
-  timeout "${TIER_RUN_S:-120}" python3 -m verify run --device cuda --budget "${TIER_RUN_BUDGET:-90}" --report "$OUT/rep" \
-    2>&1 | tail -30 | tee -a "$log"
+  timeout "${TIER_RUN_S:-300}" python3 -m verify run --device cuda --budget "${TIER_RUN_BUDGET:-200}" --progress plain --report "$OUT/rep" \
+    2>&1 | tee "$OUT/run.log" | tail -30 | tee -a "$log"
   cp "$OUT"/rep/report.json "$OUT"/rep/report.md "$OUT"/rep/index.html "$OUT"/ 2>/dev/null
   rm -rf "$OUT/rep"
 fi
+# the saved counterexamples' descriptions (the .pt tensors stay on the machine: replay needs the GPU anyway)
+mkdir -p "$OUT/cex" && cp .flashverify/*/*.json "$OUT/cex/" 2>/dev/null
 step "done"
 # The device tool returns at most 8 files: keep the log and the report readable, pack the rest.
 ( cd "$OUT" && tar -czf gpu-results.tgz --exclude=gpu-results.tgz --exclude=tier.log * \

@@ -280,6 +280,12 @@ def _tma_addressable(*tensors: torch.Tensor) -> bool:
     return True
 
 
+#: Benchmark-only override.  ``multiply_first``: scale the scores before taking the maximum,
+#: the order the compiler contracts into one FMA (s * c - m), which overflows to NaN rows for
+#: scores near 2**32 (see ``_attn_blocks``); ``bench/attention.py --sweep`` times it to show
+#: what the safe order costs.  Never set it outside a benchmark.
+TUNING: dict = {"multiply_first": False}
+
 #: Tiling chosen by the autotuner per key, replayed without going through it again
 #: (the autotuner's per-call bookkeeping is a large part of the launch cost at small N).
 _TUNED: dict[tuple, triton.Config] = {}
@@ -398,7 +404,7 @@ def attention(
     # 1 / 2: scale > 0 / < 0 (scores negated, exactly): the scale multiplies score - max.
     # 0: a scale of 0 (or below float32's normal range) multiplies first, since
     # (-inf - m) * 0 for a masked score would be NaN.
-    scale_mode = 0 if abs(qk_scale) < 2.0**-126 else 1 if qk_scale > 0 else 2
+    scale_mode = 0 if abs(qk_scale) < 2.0**-126 or TUNING["multiply_first"] else 1 if qk_scale > 0 else 2
     precision = "tf32" if (q.dtype == torch.float32 and allow_tf32) else "ieee"
     n_max = max(Nq, Nk)
     tune_n = 1024 if n_max <= 1024 else 4096 if n_max <= 4096 else 16384
