@@ -8,6 +8,9 @@ tensors measured in the same run: the copy is the bandwidth ceiling.
 
     python bench/softmax.py --out results/softmax.json
     python bench/softmax.py --dtypes fp32 --ns 65536 --sweep   # also time schedule variants
+    python bench/softmax.py --ns 16384,65536 --sweep --variants coop   # cooperative variants only
+
+Each "ours" line ends with the schedule that ran (kernels.triton_softmax.schedule_for).
 
 Exits with status 0 and a message when no CUDA device is visible.
 """
@@ -29,27 +32,48 @@ DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 def sweep_variants(n: int, dtype_name: str):
-    """(label, softmax kwargs, TUNING overrides) schedule variants worth timing at row length n."""
+    """(label, softmax kwargs, TUNING overrides) schedule variants worth timing at row length n.
+
+    Variants of the single-pass, online and split schedules say ``cooperative: False`` where
+    the default would otherwise take the cooperative schedule; ``coop_off`` is the default
+    of before the cooperative schedule existed.
+    """
     variants = [("auto", {}, {})]
+    off = {"cooperative": False}
     if n <= 16384:
-        variants += [(f"warps{w}", {}, {"rows_warps": w}) for w in (4, 8, 16, 32)]
+        variants += [(f"warps{w}", {}, {"rows_warps": w, **off}) for w in (4, 8, 16, 32)]
         if n >= 4096:
             variants.append(("online4096", {"block_size": 4096, "num_chunks": 1}, {}))
+        if n <= 4096:
+            # rows per program of the single-pass kernel (default: 2048 // N, at least 1)
+            variants += [(f"rows_r{r}_w{w}", {}, {"rows_block_r": r, "rows_warps": w, **off})
+                         for r, w in ((1, 4), (2, 4), (2, 8), (4, 4), (4, 8), (8, 8), (8, 16))]
     else:
         variants += [(f"chunks{nc}", {"num_chunks": nc}, {}) for nc in (1, 8, 16, 32)]
         variants += [(f"online_pps{pps}_b{bs}_w{w}", {"num_chunks": 1},
                       {"online_programs_per_sm": pps, "stream_block": bs, "stream_warps": w})
                      for pps, bs, w in ((1, 4096, 8), (2, 4096, 8), (4, 4096, 8), (1, 8192, 16), (2, 8192, 16))]
+    if n >= 8192:
+        variants.append(("coop_off", {}, off))
+        # chunk width x warps of the cooperative schedule (default 8192 x 16); 16384 spills
+        # registers at 16 warps when compiled for sm_90, hence 32 warps there
+        variants += [(f"coop_c{c}_w{w}", {}, {"cooperative": True, "coop_chunk": c, "coop_warps": w})
+                     for c, w in ((4096, 8), (4096, 16), (8192, 8), (8192, 16), (8192, 32), (16384, 32))]
     if dtype_name == "fp32":
         variants.append(("fast", {"precise": False}, {}))
+        if n > 16384:
+            variants.append(("fast_coop_off", {"precise": False}, off))
+        elif n >= 8192:
+            variants.append(("fast_coop", {"precise": False}, {"cooperative": True}))
     return variants
 
 
-def bench_case(dtype_name: str, n: int, total: int, sweep: bool, warmup: float, rep: float) -> list[dict]:
+def bench_case(dtype_name: str, n: int, total: int, sweep: bool, warmup: float, rep: float,
+               only: list[str] | None = None) -> list[dict]:
     from triton.testing import do_bench
 
     from kernels import triton_softmax
-    from kernels.triton_softmax import softmax
+    from kernels.triton_softmax import schedule_for, softmax
 
     dtype = DTYPES[dtype_name]
     rows = max(1, total // n)
@@ -58,11 +82,13 @@ def bench_case(dtype_name: str, n: int, total: int, sweep: bool, warmup: float, 
     nbytes = 2 * x.numel() * x.element_size()
     out = []
 
-    def record(name, fn, check=None):
+    def record(name, fn, check=None, schedule=None):
         ms = do_bench(fn, warmup=warmup, rep=rep, return_mode="median")
         r = {"dtype": dtype_name, "N": n, "rows": rows, "impl": name, "ms": ms, "GBps": nbytes / (ms * 1e-3) / 1e9}
         if check is not None:
             r["max_abs_diff_vs_torch"] = check
+        if schedule is not None:
+            r["schedule"] = schedule
         out.append(r)
         return r
 
@@ -72,6 +98,8 @@ def bench_case(dtype_name: str, n: int, total: int, sweep: bool, warmup: float, 
     variants = sweep_variants(n, dtype_name) if sweep else [("auto", {}, {})]
     if dtype_name == "fp32" and not sweep:
         variants.append(("fast", {"precise": False}, {}))  # the triton-softmax-fast target
+    if only:
+        variants = [v for v in variants if v[0] == "auto" or any(k in v[0] for k in only)]
     defaults = dict(triton_softmax.TUNING)
     for label, kw, tuning in variants:
         triton_softmax.TUNING.update(tuning)
@@ -79,15 +107,17 @@ def bench_case(dtype_name: str, n: int, total: int, sweep: bool, warmup: float, 
             got = softmax(x[:64], **kw).float()
             diff = float((got - ref.to(dtype).float()).abs().max())
             name = "ours" if label == "auto" else f"ours[{label}]"
-            record(name, lambda kw=kw: softmax(x, **kw), diff)
+            schedule = schedule_for(rows, n, dtype, x.device, **kw)
+            record(name, lambda kw=kw: softmax(x, **kw), diff, schedule)
         finally:
             triton_softmax.TUNING.update(defaults)
     for r in out:
         r["of_copy"] = r["GBps"] / copy["GBps"]
         r["over_torch"] = tor["ms"] / r["ms"]
-        print(f"{dtype_name:>5} N={n:<8} rows={rows:<7} {r['impl']:<22} {r['ms']:8.3f} ms {r['GBps']:8.0f} GB/s "
+        print(f"{dtype_name:>5} N={n:<8} rows={rows:<7} {r['impl']:<28} {r['ms']:8.3f} ms {r['GBps']:8.0f} GB/s "
               f"{100 * r['of_copy']:5.1f}% of copy  {r['over_torch']:5.2f}x torch"
-              + (f"  diff {r['max_abs_diff_vs_torch']:.1e}" if "max_abs_diff_vs_torch" in r else ""), flush=True)
+              + (f"  diff {r['max_abs_diff_vs_torch']:.1e}" if "max_abs_diff_vs_torch" in r else "")
+              + (f"  [{r['schedule']}]" if "schedule" in r else ""), flush=True)
     del x, y
     torch.cuda.empty_cache()
     return out
@@ -100,6 +130,8 @@ def main(argv=None) -> int:
     p.add_argument("--ns", default="1024,4096,16384,65536,1048576")
     p.add_argument("--elements", type=int, default=1 << 26, help="elements per input (rows = elements // N)")
     p.add_argument("--sweep", action="store_true", help="also time schedule variants")
+    p.add_argument("--variants", default="", help="with --sweep: only variants whose label contains one of "
+                   "these comma-separated strings (e.g. coop,fast); 'auto' is always timed")
     p.add_argument("--warmup", type=float, default=25.0, help="do_bench warm-up, ms")
     p.add_argument("--rep", type=float, default=100.0, help="do_bench measuring time, ms")
     args = p.parse_args(argv)
@@ -116,7 +148,8 @@ def main(argv=None) -> int:
     rows = []
     for dtype_name in args.dtypes.split(","):
         for n in (int(s) for s in args.ns.split(",")):
-            rows += bench_case(dtype_name, n, args.elements, args.sweep, args.warmup, args.rep)
+            rows += bench_case(dtype_name, n, args.elements, args.sweep, args.warmup, args.rep,
+                               [v for v in args.variants.split(",") if v])
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps({"environment": env, "results": rows}, indent=1))

@@ -1,6 +1,6 @@
 """Softmax over the last dimension, as Triton kernels with float32 statistics.
 
-Three schedules compute the same function:
+Four schedules compute the same function:
 
 * **single pass** -- a row (or a few short rows) fits in one block of registers:
   one read, one write.
@@ -12,6 +12,14 @@ Three schedules compute the same function:
 * **split rows** -- when there are too few rows to fill the GPU, each row is cut
   into chunks: one kernel writes ``(m, l)`` per chunk, a second merges a row's
   chunk statistics and normalizes its chunk.
+* **cooperative split rows** -- a persistent grid in which groups of programs share
+  a row, each holding its chunk in registers; the programs of a group exchange their
+  chunks' ``(m, l)`` through global memory, so every element is read once and written
+  once (see ``_softmax_cooperative_kernel``).  On the H200 the exchange cost more than
+  the second read it saves, so by default it runs only with one chunk per row, for
+  float32 rows of 8193..16384 (see ``COOP_CHUNK``).
+
+:func:`schedule_for` says which schedule a call takes.
 
 Special values follow one contract everywhere: ``-inf`` entries give exactly 0;
 a row that is entirely ``-inf`` gives all zeros (LSE ``-inf``); a row holding a
@@ -19,6 +27,8 @@ NaN or ``+inf`` gives NaN throughout (LSE NaN); no row affects another.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import torch
 import triton
@@ -36,16 +46,43 @@ from kernels.triton_support import (
     sum_compensated,
 )
 
-__all__ = ["softmax", "softmax_lse", "MAX_SINGLE_BLOCK"]
+__all__ = ["softmax", "softmax_lse", "schedule_for", "MAX_SINGLE_BLOCK", "SCHEDULES"]
 
 #: Rows up to this length are done in one pass from registers.
 MAX_SINGLE_BLOCK = 16384
 #: Block width of the split-row schedule, and of the online (one program per row) one.
 STREAM_BLOCK = 4096
 ONLINE_BLOCK = 8192
+#: Elements of a row one program of the cooperative schedule holds in registers (powers of
+#: two), and its warps (at most COOP_WARPS, one per 512 elements): 8192 elements at 16 warps
+#: compile to ~100-110 registers a thread for sm_90; 16384 need 32 warps not to spill.
+#: Measured on the H200 (2026-11-29, ``bench/softmax.py --sweep``), the schedule is the
+#: default only where it won: float32 rows of 8193..16384 on the precise path, as one
+#: 16384-wide chunk (S = 1, no exchange: a persistent single pass that prefetches its next
+#: row) at 32 warps, 76.6% of copy bandwidth against 62.7% for the single-pass kernel.
+#: Split over several programs it lost everywhere: the exchange costs more than the
+#: second read it saves (fp32 N=65536: 45% vs 53% online; bf16 N=65536: 35% vs 70%;
+#: N=1M: 41% vs 50% split, bf16 30% vs 52%).
+COOP_CHUNK = {torch.float32: 16384, torch.float16: 8192, torch.bfloat16: 8192}
+COOP_WARPS = 32
+#: How many times a program of the cooperative schedule polls for its partners' statistics
+#: before it computes them itself from the input (a poll is an L2 round trip, ~1 us: tens of
+#: ms in all, against a few us for a partner to publish; see _softmax_cooperative_kernel).
+COOP_SPIN_LIMIT = 1 << 15
+# Under the interpreter a partner that has not published yet will not before this program
+# ends: poll twice (the polling loop still runs) and rebuild the rest.
+_INTERPRETER_SPINS = 2
+#: The names schedule_for returns.
+SCHEDULES = ("rows", "online", "split", "cooperative")
 #: Launch overrides for benchmarks (bench/softmax.py --sweep); None keeps the heuristics.
+#: ``cooperative``: None lets schedule_for decide, False never takes the cooperative
+#: schedule, True takes it for every row it can hold (tests use this to run it on short
+#: rows and under the interpreter).  ``coop_chunk`` / ``coop_warps``: its chunk width and
+#: warps; ``coop_groups``: at most this many groups (rows in flight).  ``rows_block_r``:
+#: rows per program of the single-pass kernel.
 TUNING: dict = {"rows_warps": None, "stream_warps": None, "stream_block": None,
-                "online_programs_per_sm": None}
+                "online_programs_per_sm": None, "rows_block_r": None,
+                "cooperative": None, "coop_chunk": None, "coop_warps": None, "coop_groups": None}
 
 
 def _l2_bytes(device: torch.device) -> int:
@@ -229,6 +266,191 @@ def _softmax_finish_kernel(
             tl.store(LSE + row, _lse(shift, l))
 
 
+# Statistics slot of the cooperative schedule before its program publishes: l = -1.0 in the
+# high word, which no published l (>= 0 or NaN) can be.
+_COOP_EMPTY_L: tl.constexpr = tl.constexpr(-1.0)
+_COOP_EMPTY = -(1 << 64) + (0xBF800000 << 32)  # that int64, as the host fills the buffer
+
+
+@triton.jit
+def _pack_stats(m, l):
+    # One 64-bit word per chunk: a reader sees both halves of a publication or neither.
+    lo = m.to(tl.int32, bitcast=True).to(tl.uint32, bitcast=True).to(tl.int64)
+    hi = l.to(tl.int32, bitcast=True).to(tl.int64) << 32
+    return hi | lo
+
+
+@triton.jit
+def _unpack_stats(packed):
+    m = packed.to(tl.int32).to(tl.float32, bitcast=True)
+    l = (packed >> 32).to(tl.int32).to(tl.float32, bitcast=True)
+    return m, l
+
+
+@triton.jit
+def _chunk_stats(x, PRECISE: tl.constexpr):
+    """(m, p, l) of a float32 block padded with -inf: m its maximum, p = exp(x - safe_max(m)),
+    l = sum p.  The publisher and a program rebuilding a late partner's statistics both call
+    this on a block of the same shape: the same computation (the same bits whenever the
+    compiler gives both loads the same layout)."""
+    m = tl.max(x, axis=0)
+    p = _exp(x, safe_max(m), PRECISE)
+    return m, p, _sum(p, 0, PRECISE)
+
+
+@triton.jit
+def _merge_f64(mc, lc):
+    """(shift, l) of a row from its chunks' (m_c, l_c): shift = safe_max(max_c m_c) in float32,
+    l = sum_c l_c exp(m_c - shift) in float64 (unused lanes: m_c = -inf, l_c = 0).
+
+    The math of _merge_stats, carried in float64: the weights and the sum of at most a few
+    hundred terms add ~1e-14 relative, so l is as accurate as its chunk sums.  A chunk of
+    all -inf has weight exp(-inf) = 0; a NaN l_c, or m_c = shift = +inf (exp(NaN)), makes l NaN.
+    """
+    shift = safe_max(tl.max(mc, axis=0))
+    w = tl.exp(mc.to(tl.float64) - shift.to(tl.float64))
+    return shift, tl.sum(lc.to(tl.float64) * w, axis=0)
+
+
+@triton.jit
+def _cooperative_row_stats(x_row, slots, n_cols, n_chunks, c, m_own, l_own, spin_limit,
+                           CHUNK: tl.constexpr, BLOCK_S: tl.constexpr, PRECISE: tl.constexpr):
+    """(shift, l in float64) of a row from its n_chunks published chunk statistics (chunk c
+    is ours).
+
+    Polls the slots at most spin_limit times; any chunk still unpublished after that is
+    computed here from the input, so the result never depends on a partner being resident.
+    """
+    # BLOCK_S >= the program's thread count, so each slot is read by exactly one thread and
+    # every decision below comes out of a CTA-wide reduction: all warps take the same branch
+    # (a replicated vector could let warps see different polls and split at a barrier).
+    idx = tl.arange(0, BLOCK_S)
+    valid = idx < n_chunks
+    others = valid & (idx != c)
+    # volatile: a strong load the compiler may not hoist out of the polling loop, served
+    # from L2 (where the partners' atomics land), never from a stale L1 line.
+    packed = tl.load(slots + idx, mask=others, other=0, volatile=True)
+    mc, lc = _unpack_stats(packed)
+    missing = tl.sum((lc == _COOP_EMPTY_L).to(tl.int32), axis=0)
+    spins = spin_limit * 0
+    while (missing > 0) & (spins < spin_limit):
+        packed = tl.load(slots + idx, mask=others, other=0, volatile=True)
+        mc, lc = _unpack_stats(packed)
+        missing = tl.sum((lc == _COOP_EMPTY_L).to(tl.int32), axis=0)
+        spins += 1
+    if missing > 0:
+        # A partner is late (not resident, or the interpreter, which runs programs one by
+        # one): read its chunk from the input.  Slow but correct; never taken in a normal
+        # GPU run.
+        offs = tl.arange(0, CHUNK)
+        for j in range(0, n_chunks):
+            lj = tl.sum(tl.where(idx == j, lc, 0.0), axis=0)
+            if lj == _COOP_EMPTY_L:
+                cols = j * CHUNK + offs
+                xj = tl.load(x_row + cols, mask=cols < n_cols, other=float("-inf")).to(tl.float32)
+                mj, _pj, lj = _chunk_stats(xj, PRECISE)
+                mc = tl.where(idx == j, mj, mc)
+                lc = tl.where(idx == j, lj, lc)
+    mc = tl.where(idx == c, m_own, tl.where(valid, mc, float("-inf")))
+    lc = tl.where(idx == c, l_own, tl.where(valid, lc, 0.0))
+    return _merge_f64(mc, lc)
+
+
+@triton.jit
+def _softmax_cooperative_kernel(
+    X, Y, LSE, SLOTS, n_rows, n_cols, stride_xr, stride_yr, n_chunks, spin_limit,
+    CHUNK: tl.constexpr, BLOCK_S: tl.constexpr, COOP: tl.constexpr,
+    PRECISE: tl.constexpr, WRITE_Y: tl.constexpr, WRITE_LSE: tl.constexpr,
+):
+    """Cooperative split rows: every element read once and written once, for long rows.
+
+    Layout.  The grid is ``n_groups * n_chunks`` persistent programs; program ``pid`` is chunk
+    ``c = pid % n_chunks`` of group ``g = pid // n_chunks`` and handles columns
+    ``[c * CHUNK, (c + 1) * CHUNK)`` of rows ``g, g + n_groups, g + 2 n_groups, ...``.  A group
+    is whole by construction (the grid is a multiple of ``n_chunks``) and all its members walk
+    the same rows.  A program holds its chunk in registers from the load to the store, and
+    loads the chunk of its next row before it works on this one (one row of prefetch).
+
+    Per row: compute the chunk's ``m_c = max x``, ``p = exp(x - safe_max(m_c))`` (kept in
+    registers) and ``l_c = sum p``; publish ``(m_c, l_c)`` as one relaxed 64-bit atomic
+    exchange into ``SLOTS[row, c]`` (filled with ``l = -1`` by the host for every launch, so
+    no slot is reused and nothing needs resetting); poll the row's other slots; merge
+    ``shift = safe_max(max_c m_c)``, ``l = sum_c l_c exp(m_c - shift)`` in float64; write
+    ``y = p * (exp(m_c - shift) / l)``, the scalar factor in float64.  Only the statistics
+    cross programs and each is a single atomic word, so no fence and no acquire/release
+    ordering is needed.  With ``COOP`` false (one chunk per row) there is no exchange: a
+    persistent single-pass kernel with prefetch.
+
+    Residency.  The host launches at most one program per SM (``n_groups * n_chunks <=
+    num_sms``), each small enough for one SM (16 or 32 warps, <= 128 registers a thread, 1 KB of
+    shared memory), so on an otherwise idle GPU every program is resident and partners
+    publish within microseconds of each other.  If that fails (another kernel holding SMs,
+    MPS or green-context SM limits, the interpreter running programs one after another),
+    the polling gives up after ``spin_limit`` rounds and the program computes the missing
+    chunks' statistics itself from ``X`` with the same code: the kernel cannot deadlock, it
+    degrades to reading such rows more than once.
+
+    Contract.  As the other schedules: ``-inf`` entries give 0; an all ``-inf`` row gives all
+    zeros and LSE ``-inf`` (its chunks publish ``m = -inf, l = 0``, weight 0 in the merge,
+    l = 0); NaN or ``+inf`` anywhere in a row makes that chunk's ``l_c`` NaN, hence the row's
+    ``l``, so the whole row is NaN (LSE NaN); rows never mix (one slot row per row).
+
+    Error.  float32 (PRECISE): ``p`` is the ~1 ulp exponential of the other kernels and ``l_c``
+    their compensated sum rounded once to float32; the merge and the factor
+    ``exp(m_c - shift) / l`` are float64 (~1e-14 relative), split into a float32 pair so that
+    ``y = fma(p, hi, p * lo)`` is rounded once (up to rare near-ties).  So the error is that of
+    the single-pass kernel: ~1 ulp (exponential) + ~0.5 ulp (l) + 0.5 ulp (final rounding),
+    not more: unlike the online and split schedules, no float32 rescale factor is rounded.
+    Fast path (``precise=False``) and 16-bit inputs: hardware exp2 for ``p``, plain tree sums
+    (log2 CHUNK roundings in ``l_c``), ``y = p * hi`` (two roundings); 16-bit outputs are that
+    float32 value rounded once.
+    """
+    pid = tl.program_id(0)
+    group = pid // n_chunks
+    c = pid - group * n_chunks
+    n_groups = tl.num_programs(0) // n_chunks
+    cols = c * CHUNK + tl.arange(0, CHUNK)
+    in_row = cols < n_cols
+    # 64-bit offsets: row * stride can pass 2**31.  The host makes n_groups <= n_rows.
+    first = tl.zeros([], tl.int64) + group
+    x = tl.load(X + first * stride_xr + cols, mask=in_row, other=float("-inf"))
+    for row in range(group, n_rows, n_groups):
+        row64 = tl.zeros([], tl.int64) + row  # row is a plain int when interpreted
+        nxt = row64 + n_groups
+        # Issued before any work on this row, so the memory system stays busy while this
+        # program computes and waits for its partners.  Past the last row: an empty mask.
+        next_cols = tl.where(nxt < n_rows, n_cols, 0)
+        x_next = tl.load(X + nxt * stride_xr + cols, mask=cols < next_cols, other=float("-inf"))
+        m_c, p, l_c = _chunk_stats(x.to(tl.float32), PRECISE)
+        shift = safe_max(m_c)
+        l = l_c.to(tl.float64)
+        if COOP:
+            slots = SLOTS + row64 * n_chunks
+            tl.atomic_xchg(slots + c, _pack_stats(m_c, l_c), sem="relaxed", scope="gpu")
+            if WRITE_Y:
+                shift, l = _cooperative_row_stats(X + row64 * stride_xr, slots, n_cols, n_chunks, c, m_c, l_c,
+                                                  spin_limit, CHUNK, BLOCK_S, PRECISE)
+            elif c == 0:  # only the LSE is wanted: one member per group merges
+                shift, l = _cooperative_row_stats(X + row64 * stride_xr, slots, n_cols, n_chunks, c, m_c, l_c,
+                                                  spin_limit, CHUNK, BLOCK_S, PRECISE)
+        if WRITE_Y:
+            # exp(m_c - shift) / l: 0 for an all -inf chunk or row (l = 0 read as 1), NaN
+            # when l is; exactly 1 / l for the chunk holding the maximum.
+            scale = tl.exp(m_c.to(tl.float64) - shift.to(tl.float64)) / tl.where(l == 0.0, 1.0, l)
+            hi = scale.to(tl.float32)
+            if PRECISE:
+                lo = (scale - hi.to(tl.float64)).to(tl.float32)
+                y = tl.fma(p, hi, p * lo)
+            else:
+                y = p * hi
+            tl.store(Y + row64 * stride_yr + cols, y.to(Y.dtype.element_ty), mask=in_row)
+        if WRITE_LSE:
+            if c == 0:
+                lse = shift.to(tl.float64) + tl.log(l)
+                tl.store(LSE + row64, tl.where(l == 0.0, float("-inf"), lse.to(tl.float32)))
+        x = x_next
+
+
 def _rows_config(n_cols_pow2: int) -> tuple[int, int]:
     """(rows per program, num_warps) for the single-pass kernel."""
     block_r = max(1, min(16, 2048 // n_cols_pow2))
@@ -237,35 +459,71 @@ def _rows_config(n_cols_pow2: int) -> tuple[int, int]:
     return block_r, num_warps
 
 
-def _launch(x2: torch.Tensor, y2: torch.Tensor | None, lse: torch.Tensor | None,
-            block_size: int | None, num_chunks: int | None, precise: bool = True) -> None:
-    n_rows, n_cols = x2.shape
-    precise = x2.dtype == torch.float32 and precise
-    write_y = y2 is not None
-    write_lse = lse is not None
-    # Dummy pointers for outputs a launch does not write (never dereferenced).
-    y_arg = y2 if write_y else x2
-    lse_arg = lse if write_lse else x2
-    stride_y = y2.stride(0) if write_y else 0
+class _Plan(NamedTuple):
+    """A schedule and its launch parameters (see schedule_for)."""
+    name: str
+    block: int = 0  # BLOCK_N (rows, online, split) or CHUNK (cooperative)
+    num_warps: int = 4
+    block_r: int = 1  # rows: rows per program
+    programs: int = 0  # online: persistent programs
+    chunk: int = 0  # split: columns per chunk
+    num_chunks: int = 1  # split, cooperative: programs per row
+    groups: int = 0  # cooperative: rows in flight
+
+
+def _wants_cooperative(n_cols: int, dtype: torch.dtype, precise: bool) -> bool:
+    """Rows for which the cooperative schedule is the default on a GPU: float32 rows of
+    8193..16384 on the precise path.  The single-pass kernel needs ~118 registers a thread
+    at 16 warps for them, one program per SM, and nothing overlaps its load, its accurate
+    exponentials and its store; the cooperative kernel with one chunk per row prefetches
+    the next row.  Longer rows keep the online and split schedules (see COOP_CHUNK).
+    """
+    return dtype == torch.float32 and precise and triton.next_power_of_2(n_cols) == MAX_SINGLE_BLOCK
+
+
+def _cooperative_plan(n_rows: int, n_cols: int, dtype: torch.dtype, sms: int) -> _Plan | None:
+    """Launch parameters of the cooperative schedule, or None where a row needs more programs
+    than the grid may hold (one per SM: rows beyond ~1M float32 / 2M 16-bit elements)."""
+    chunk = TUNING["coop_chunk"] or COOP_CHUNK[dtype]
+    if chunk < 1 or chunk & (chunk - 1):
+        raise ValueError(f"TUNING['coop_chunk'] must be a power of two, got {chunk}")
+    chunk = min(chunk, triton.next_power_of_2(n_cols))
+    num_chunks = triton.cdiv(n_cols, chunk)
+    if num_chunks > sms:
+        return None
+    groups = min(sms // num_chunks, n_rows)
+    if TUNING["coop_groups"]:
+        groups = min(groups, int(TUNING["coop_groups"]))
+    num_warps = TUNING["coop_warps"] or max(1, min(COOP_WARPS, chunk // 512))
+    return _Plan("cooperative", block=chunk, num_warps=num_warps, num_chunks=num_chunks, groups=max(1, groups))
+
+
+def _plan(n_rows: int, n_cols: int, dtype: torch.dtype, sms: int, interpreted: bool, l2_bytes: int,
+          block_size: int | None, num_chunks: int | None, precise: bool) -> _Plan:
+    precise = dtype == torch.float32 and precise
     block = block_size if block_size is not None else MAX_SINGLE_BLOCK
     if block < 1 or block & (block - 1):
         raise ValueError(f"block_size must be a power of two, got {block}")
     n_pow2 = triton.next_power_of_2(n_cols)
 
+    # An explicit block_size or num_chunks asks for the older schedules.  The interpreter
+    # takes the cooperative one only when TUNING forces it: it is correct there (a program
+    # that waits in vain rebuilds its partners' statistics) but reads rows many times.
+    coop = TUNING["cooperative"]
+    if block_size is None and num_chunks is None and coop is not False:
+        if coop or (not interpreted and _wants_cooperative(n_cols, dtype, precise)):
+            plan = _cooperative_plan(n_rows, n_cols, dtype, sms)
+            if plan is not None:
+                return plan
+
     if n_pow2 <= block and num_chunks is None:
         block_r, num_warps = _rows_config(n_pow2)
+        block_r = TUNING["rows_block_r"] or block_r
         num_warps = TUNING["rows_warps"] or num_warps
-        if interpreting():
+        if interpreted:
             block_r = 1
-        grid = (triton.cdiv(n_rows, block_r),)
-        _softmax_rows_kernel[grid](
-            x2, y_arg, lse_arg, n_rows, n_cols, x2.stride(0), stride_y,
-            BLOCK_R=block_r, BLOCK_N=n_pow2, PRECISE=precise, WRITE_Y=write_y, WRITE_LSE=write_lse,
-            num_warps=num_warps,
-        )
-        return
+        return _Plan("rows", block=n_pow2, num_warps=num_warps, block_r=block_r)
 
-    sms = num_sms(x2.device)
     if num_chunks is None:
         # Enough rows keep every SM busy with whole rows; otherwise rows are split.
         online = n_rows >= 2 * sms
@@ -284,28 +542,85 @@ def _launch(x2: torch.Tensor, y2: torch.Tensor | None, lse: torch.Tensor | None,
 
     if num_chunks == 1:
         # Enough programs to cover the GPU, few enough that their rows fit in half the L2.
-        row_bytes = n_cols * x2.element_size()
+        row_bytes = n_cols * torch.finfo(dtype).bits // 8
         programs = TUNING["online_programs_per_sm"] and TUNING["online_programs_per_sm"] * sms
-        programs = programs or min(4 * sms, max(sms, _l2_bytes(x2.device) // (2 * row_bytes)))
-        _softmax_online_kernel[(max(1, min(n_rows, programs)),)](
-            x2, y_arg, lse_arg, n_rows, n_cols, x2.stride(0), stride_y,
-            BLOCK_N=stream, PRECISE=precise, WRITE_Y=write_y, WRITE_LSE=write_lse, num_warps=num_warps,
-        )
-        return
+        programs = programs or min(4 * sms, max(sms, l2_bytes // (2 * row_bytes)))
+        return _Plan("online", block=stream, num_warps=num_warps, programs=max(1, min(n_rows, programs)))
 
     chunk = triton.cdiv(n_blocks, num_chunks) * stream
-    num_chunks = triton.cdiv(n_cols, chunk)
-    stats = torch.empty((n_rows * num_chunks * 2,), device=x2.device, dtype=torch.float32)
-    grid = (n_rows * num_chunks,)
-    _softmax_partial_kernel[grid](
-        x2, stats, n_cols, x2.stride(0), chunk, num_chunks,
-        BLOCK_N=stream, PRECISE=precise, num_warps=num_warps,
-    )
-    _softmax_finish_kernel[grid](
-        x2, y_arg, lse_arg, stats, n_cols, x2.stride(0), stride_y, chunk, num_chunks,
-        BLOCK_N=stream, BLOCK_C=max(2, triton.next_power_of_2(num_chunks)),
-        PRECISE=precise, WRITE_Y=write_y, WRITE_LSE=write_lse, num_warps=num_warps,
-    )
+    return _Plan("split", block=stream, num_warps=num_warps, chunk=chunk, num_chunks=triton.cdiv(n_cols, chunk))
+
+
+def schedule_for(n_rows: int, n_cols: int, dtype: torch.dtype, device: torch.device | str | None = None, *,
+                 block_size: int | None = None, num_chunks: int | None = None, precise: bool = True,
+                 sms: int | None = None, interpreted: bool | None = None) -> str:
+    """The schedule :func:`softmax` takes for ``n_rows`` rows of ``n_cols``: one of ``SCHEDULES``.
+
+    ``"rows"`` single pass, ``"online"`` one program per row, ``"split"`` split rows in two
+    kernels, ``"cooperative"`` cooperative split rows (on a GPU by default only for float32
+    rows of 8193..16384 on the precise path, see ``COOP_CHUNK``; never under the
+    interpreter unless ``TUNING["cooperative"]`` is True).  The arguments
+    are those of :func:`softmax`; ``sms`` and ``interpreted`` replace what ``device`` and the
+    environment would say (so the GPU decision can be checked anywhere).  Reads ``TUNING``.
+
+    Raises:
+        ValueError: a non power-of-two ``block_size``.
+    """
+    device = torch.device(device) if device is not None else torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    interpreted = interpreting() if interpreted is None else interpreted
+    sms = num_sms(device) if sms is None else sms
+    l2 = _l2_bytes(device) if device.type != "cuda" or torch.cuda.is_available() else 50 << 20
+    return _plan(n_rows, n_cols, dtype, sms, interpreted, l2, block_size, num_chunks, precise).name
+
+
+def _launch(x2: torch.Tensor, y2: torch.Tensor | None, lse: torch.Tensor | None,
+            block_size: int | None, num_chunks: int | None, precise: bool = True) -> None:
+    n_rows, n_cols = x2.shape
+    precise = x2.dtype == torch.float32 and precise
+    write_y = y2 is not None
+    write_lse = lse is not None
+    # Dummy pointers for outputs a launch does not write (never dereferenced).
+    y_arg = y2 if write_y else x2
+    lse_arg = lse if write_lse else x2
+    stride_y = y2.stride(0) if write_y else 0
+    interpreted = interpreting()
+    plan = _plan(n_rows, n_cols, x2.dtype, num_sms(x2.device), interpreted, _l2_bytes(x2.device),
+                 block_size, num_chunks, precise)
+    flags = dict(PRECISE=precise, WRITE_Y=write_y, WRITE_LSE=write_lse, num_warps=plan.num_warps)
+
+    if plan.name == "rows":
+        grid = (triton.cdiv(n_rows, plan.block_r),)
+        _softmax_rows_kernel[grid](
+            x2, y_arg, lse_arg, n_rows, n_cols, x2.stride(0), stride_y,
+            BLOCK_R=plan.block_r, BLOCK_N=plan.block, **flags,
+        )
+    elif plan.name == "online":
+        _softmax_online_kernel[(plan.programs,)](
+            x2, y_arg, lse_arg, n_rows, n_cols, x2.stride(0), stride_y, BLOCK_N=plan.block, **flags,
+        )
+    elif plan.name == "split":
+        stats = torch.empty((n_rows * plan.num_chunks * 2,), device=x2.device, dtype=torch.float32)
+        grid = (n_rows * plan.num_chunks,)
+        _softmax_partial_kernel[grid](
+            x2, stats, n_cols, x2.stride(0), plan.chunk, plan.num_chunks,
+            BLOCK_N=plan.block, PRECISE=precise, num_warps=plan.num_warps,
+        )
+        _softmax_finish_kernel[grid](
+            x2, y_arg, lse_arg, stats, n_cols, x2.stride(0), stride_y, plan.chunk, plan.num_chunks,
+            BLOCK_N=plan.block, BLOCK_C=max(2, triton.next_power_of_2(plan.num_chunks)), **flags,
+        )
+    else:
+        coop = plan.num_chunks > 1
+        # A fresh slot per (row, chunk) every launch, all "unpublished": nothing is reused, so
+        # no reset can race with a late reader (and CUDA graphs replay the fill too).
+        slots = torch.full((n_rows * plan.num_chunks if coop else 1,), _COOP_EMPTY,
+                           device=x2.device, dtype=torch.int64)
+        _softmax_cooperative_kernel[(plan.groups * plan.num_chunks,)](
+            x2, y_arg, lse_arg, slots, n_rows, n_cols, x2.stride(0), stride_y, plan.num_chunks,
+            _INTERPRETER_SPINS if interpreted else COOP_SPIN_LIMIT,
+            CHUNK=plan.block, BLOCK_S=max(32 * plan.num_warps, triton.next_power_of_2(plan.num_chunks)), COOP=coop,
+            **flags,
+        )
 
 
 def _as_rows(x: torch.Tensor) -> torch.Tensor:
@@ -328,7 +643,9 @@ def softmax(x: torch.Tensor, *, return_lse: bool = False, block_size: int | None
     near-ties), so outputs are within ~2 ulp of the exact softmax of the given inputs (99.9%
     of entries; three roundings allow up to ~2.5 ulp, ~3.5 ulp was the worst seen over 4M
     entries).  Streamed rows (longer than ``block_size``) also round the rescale factor,
-    a little more often past 2 ulp.
+    a little more often past 2 ulp.  Long rows on a GPU take the cooperative schedule by
+    default (see :func:`schedule_for`), whose chunk weights and ``1 / l`` are float64: the
+    single-pass accuracy.
     16-bit outputs are the float32 result rounded once.
     ``precise=False`` (float32 only) uses the hardware ``exp2`` of ``(x - m) log2(e)``, a plain
     tree sum and ``p * (1 / l)``: a few ulp, growing with ``|x - m|`` (the rounding of the
@@ -346,8 +663,10 @@ def softmax(x: torch.Tensor, *, return_lse: bool = False, block_size: int | None
         block_size: power of two; rows longer than this are streamed in blocks of this width
             (the online schedule) instead of being held whole (default ``MAX_SINGLE_BLOCK``).
             Mainly for tests: a small value exercises the streaming paths on small inputs.
+            Given (or ``num_chunks`` given), the cooperative schedule is not taken.
         num_chunks: for streamed rows, how many programs share one row (1: the online
-            one-program-per-row schedule; >1: split rows).  Default: chosen from the row count.
+            one-program-per-row schedule; >1: split rows).  Default: chosen from the row count,
+            or the cooperative schedule (:func:`schedule_for`).
         precise: float32 only: the ~1 ulp path (default) or the fast one (see above).
 
     Returns:

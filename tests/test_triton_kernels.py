@@ -25,6 +25,8 @@ if not torch.cuda.is_available():
 from kernels.triton_attention import attention, attention_fp32_ieee, attention_fp32_tf32  # noqa: E402
 from kernels.triton_softmax import MAX_SINGLE_BLOCK, softmax, softmax_lse  # noqa: E402
 from kernels.triton_support import interpreting  # noqa: E402
+from kernels import triton_softmax  # noqa: E402
+from kernels.triton_softmax import schedule_for  # noqa: E402
 
 # The interpreter evaluates kernels with numpy, which warns on the inf / NaN arithmetic
 # that the special-value tests exercise on purpose.
@@ -479,3 +481,303 @@ def test_gpu_attention_huge_scores_stay_in_the_hull(dtype, q_off, k_off, scale):
         lo, hi = v.float().amin(-2, keepdim=True), v.float().amax(-2, keepdim=True)
         slack = 1e-2 * v.float().abs().amax()
         assert ((o >= lo - slack) & (o <= hi + slack)).all()
+
+
+
+# ------------------------------------------------------------- softmax: cooperative split rows
+
+
+@pytest.fixture
+def tuning():
+    """triton_softmax.TUNING, restored after the test."""
+    saved = dict(triton_softmax.TUNING)
+    yield triton_softmax.TUNING
+    triton_softmax.TUNING.clear()
+    triton_softmax.TUNING.update(saved)
+
+
+@pytest.fixture
+def coop_grids(monkeypatch):
+    """The grid of every launch of the cooperative kernel during the test: proof that it ran."""
+    grids = []
+    kernel = triton_softmax._softmax_cooperative_kernel
+
+    class Spy:
+        def __getitem__(self, grid):
+            grids.append(grid)
+            return kernel[grid]
+
+    monkeypatch.setattr(triton_softmax, "_softmax_cooperative_kernel", Spy())
+    return grids
+
+
+F32, F16, BF16 = torch.float32, torch.float16, torch.bfloat16
+GPU_SMS = 132  # an H200
+
+# (rows, N, dtype, softmax kwargs, schedule on a GPU with GPU_SMS SMs)
+SCHEDULE_CASES = [
+    (65536, 1024, F32, {}, "rows"),
+    (8192, 8192, F32, {}, "rows"),
+    (4096, 9000, F32, {}, "cooperative"),  # precise float32 rows of 8193..16384: one chunk a row
+    (4096, 16384, F32, {}, "cooperative"),
+    (4096, 16384, F32, {"precise": False}, "rows"),  # the fast single pass is bandwidth-bound
+    (1024, 65536, F32, {"precise": False}, "online"),
+    (4096, 16384, BF16, {}, "rows"),
+    # longer rows: the exchange between programs lost to a second read on the H200
+    (2048, 32768, BF16, {}, "online"),
+    (1024, 65536, BF16, {}, "online"),
+    (1024, 65536, F16, {}, "online"),
+    (1024, 65536, F32, {}, "online"),
+    (64, 1 << 20, F32, {}, "split"),
+    (64, 1 << 20, BF16, {}, "split"),
+    (3, 100003, F32, {}, "split"),
+    (16, 1 << 22, F32, {}, "split"),
+    (1024, 65536, F32, {"num_chunks": 1}, "online"),
+    (64, 1 << 20, F32, {"num_chunks": 8}, "split"),
+    (4096, 16384, F32, {"block_size": 4096}, "online"),
+    (4096, 16384, F32, {"block_size": 16384}, "rows"),
+]
+
+
+@pytest.mark.parametrize("rows,n,dtype,kw,expected", SCHEDULE_CASES)
+def test_schedule_for_gpu_and_interpreter(rows, n, dtype, kw, expected):
+    assert schedule_for(rows, n, dtype, "cuda", sms=GPU_SMS, interpreted=False, **kw) == expected
+    # The interpreter runs programs one at a time: by default it never takes the cooperative
+    # schedule, and everything else is decided as on the GPU.
+    on_interpreter = schedule_for(rows, n, dtype, "cuda", sms=GPU_SMS, interpreted=True, **kw)
+    assert on_interpreter != "cooperative"
+    if expected != "cooperative":
+        assert on_interpreter == expected
+
+
+def test_schedule_for_tuning_overrides(tuning):
+    tuning["cooperative"] = False
+    for rows, n, dtype, kw, _ in SCHEDULE_CASES:
+        assert schedule_for(rows, n, dtype, "cuda", sms=GPU_SMS, interpreted=False, **kw) != "cooperative"
+    tuning["cooperative"] = True  # forced: also short rows, also the interpreter
+    assert schedule_for(65536, 1024, F32, "cuda", sms=GPU_SMS, interpreted=True) == "cooperative"
+    assert schedule_for(4, 300, F32, "cpu", sms=4, interpreted=True) == "cooperative"
+    # ... but never past one program per SM, nor against an explicit block_size / num_chunks
+    assert schedule_for(16, 1 << 22, F32, "cuda", sms=GPU_SMS, interpreted=False) == "split"
+    assert schedule_for(4096, 16384, F32, "cuda", sms=GPU_SMS, interpreted=False, num_chunks=1) == "online"
+    tuning["coop_chunk"] = 4096  # 256 chunks of a 1M row: too many programs
+    assert schedule_for(64, 1 << 20, F32, "cuda", sms=GPU_SMS, interpreted=False) == "split"
+    tuning["coop_chunk"] = 3000
+    with pytest.raises(ValueError):
+        schedule_for(64, 1 << 20, F32, "cuda", sms=GPU_SMS, interpreted=False)
+
+
+@pytest.mark.skipif(not INTERPRETED, reason="what the interpreter session itself decides")
+def test_interpreter_never_takes_cooperative_by_default(coop_grids):
+    for rows, n, dtype, kw, _ in SCHEDULE_CASES:
+        assert schedule_for(rows, n, dtype, **kw) != "cooperative"
+    x = randn(1, 9000)  # the GPU takes the cooperative schedule here
+    assert_softmax_close(softmax(x), x)
+    assert coop_grids == []
+
+
+def special_rows(n: int, dtype: torch.dtype, rows: int = 9) -> torch.Tensor:
+    """Rows 0-7 each hold one special case, spread over the chunks; the rest are ordinary."""
+    big = 6e4 if dtype == torch.float16 else 1e30
+    x = randn(rows, n, scale=3.0)
+    x[0] = NEG_INF  # all -inf: zeros, LSE -inf
+    x[1, n - 1] = float("nan")  # NaN in the last chunk: whole row NaN
+    x[2, 0] = float("inf")  # +inf in the first chunk: whole row NaN
+    x[3, ::3] = NEG_INF  # -inf entries: exact zeros
+    x[4, : n - 5] = NEG_INF  # every chunk but the last all -inf
+    x[5] = -big  # huge range: one entry dominates, across chunks
+    x[5, n // 2] = big
+    x[6] = NEG_INF
+    x[6, n // 3] = float("nan")  # NaN among -inf
+    x[7] = big  # all equal and huge: 1/n each
+    return x.to(dtype)
+
+
+def check_special_rows(x: torch.Tensor, y: torch.Tensor, lse: torch.Tensor, over_2ulp: float = 1e-3) -> None:
+    n = x.shape[-1]
+    assert torch.equal(y[0], torch.zeros_like(y[0])) and lse[0] == NEG_INF
+    for row in (1, 2, 6):
+        assert y[row].isnan().all() and lse[row].isnan(), row
+    assert (y[3, ::3] == 0).all() and (y[4, : n - 5] == 0).all()
+    assert y[5, n // 2] == 1 and (y[5, : n // 2] == 0).all()
+    assert_softmax_close(y, x, over_2ulp=over_2ulp)
+    _, rl = ref_softmax(x)
+    ok = ~rl.isnan()
+    assert torch.allclose(lse[ok].double(), rl[ok], rtol=1e-6, atol=1e-5)
+
+
+# (N, chunk): 3, 2, 4 and 1 chunk(s) per row (1: the persistent single pass, no exchange).
+# At most 4 chunks: the interpreter reports 4 SMs and the grid holds one program per SM.
+COOP_SMALL = [(300, 128), (300, 256), (400, 128), (300, 512), (129, 64)]
+
+
+@pytest.mark.parametrize("n,chunk", COOP_SMALL)
+@pytest.mark.parametrize("dtype", [torch.float32] + HALF_DTYPES)
+def test_softmax_cooperative_forced(n, chunk, dtype, tuning, coop_grids):
+    # Under the interpreter programs run one after another: the first programs of a group
+    # poll in vain and rebuild their partners' statistics from the input, the last one merges
+    # what was published; both paths of the kernel run here.
+    tuning.update(cooperative=True, coop_chunk=chunk)
+    x = special_rows(n, dtype)
+    y, lse = softmax(x, return_lse=True)
+    chunks = -(-n // chunk)
+    assert coop_grids and all(g[0] % chunks == 0 for g in coop_grids)
+    check_special_rows(x, y, lse)
+    lse_only = softmax_lse(x)
+    torch.testing.assert_close(lse_only, lse, rtol=1e-6, atol=0, equal_nan=True)
+    tuning["cooperative"] = False
+    # the single-pass kernel: each within ~2 ulp of the exact value (one 16-bit rounding apart)
+    eps = torch.finfo(dtype).eps
+    torch.testing.assert_close(y, softmax(x), rtol=4 * eps, atol=torch.finfo(dtype).tiny, equal_nan=True)
+
+
+def test_softmax_cooperative_rows_per_group(tuning, coop_grids):
+    # More rows than groups, strided rows, leading dims: each group walks several rows and
+    # prefetches past the last one.
+    tuning.update(cooperative=True, coop_chunk=128)
+    base = randn(2, 5, 400, scale=3.0)
+    x = base[:, :, 50:350]  # row stride 400
+    x[1, 2] = NEG_INF
+    for groups in (None, 1):
+        tuning["coop_groups"] = groups
+        y, lse = softmax(x, return_lse=True)
+        assert_softmax_close(y, x)
+        assert torch.equal(y[1, 2], torch.zeros_like(y[1, 2])) and lse[1, 2] == NEG_INF
+        _, rl = ref_softmax(x)
+        ok = rl != NEG_INF
+        assert torch.allclose(lse[ok].double(), rl[ok], rtol=1e-6, atol=1e-6)
+    assert len(coop_grids) == 2 and coop_grids[1] == (3,)
+
+
+def test_softmax_cooperative_fast_path(tuning, coop_grids):
+    tuning.update(cooperative=True, coop_chunk=128)
+    x = special_rows(300, torch.float32)
+    y, lse = softmax(x, return_lse=True, precise=False)
+    assert coop_grids
+    r, _ = ref_softmax(x)
+    assert torch.equal(y.isnan(), r.isnan())
+    ok = ~r.isnan()
+    assert torch.allclose(y[ok].double(), r[ok], rtol=2e-5, atol=1e-30)
+
+
+def test_softmax_cooperative_without_waiting(tuning, coop_grids, monkeypatch):
+    # No polling at all: every program that finds a partner's slot empty rebuilds it from the
+    # input.  This is the path that keeps a non-resident grid from deadlocking on a GPU.
+    monkeypatch.setattr(triton_softmax, "COOP_SPIN_LIMIT", 0)
+    monkeypatch.setattr(triton_softmax, "_INTERPRETER_SPINS", 0)
+    tuning.update(cooperative=True, coop_chunk=128)
+    x = special_rows(300, torch.float32)
+    y, lse = softmax(x, return_lse=True)
+    assert coop_grids
+    check_special_rows(x, y, lse)
+
+
+def cooperative_case(n: int, dtype: torch.dtype) -> torch.Tensor:
+    rows = max(2, (1 << 22) // n)
+    x = randn(rows, n, dtype=dtype, scale=3.0)
+    x[0, : n // 3] = NEG_INF
+    x[1, n // 2 :] -= 40.0  # chunks with very different maxima: weights far from 1
+    return x
+
+
+@gpu
+@pytest.mark.parametrize("n", [16384, 65536, 1 << 20, 65537, 100003])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_gpu_cooperative_sizes(n, dtype, tuning, coop_grids):
+    x = cooperative_case(n, dtype)
+    default = schedule_for(x.shape[0], n, dtype, x.device)
+    tuning["cooperative"] = True  # 16-bit rows of 16384 stay single-pass by default
+    y, lse = softmax(x, return_lse=True)
+    assert len(coop_grids) == 1 and coop_grids[0][0] <= torch.cuda.get_device_properties(0).multi_processor_count
+    # by default only precise float32 rows of up to MAX_SINGLE_BLOCK take it (one chunk a row)
+    assert (default == "cooperative") == (dtype == torch.float32 and n <= MAX_SINGLE_BLOCK)
+    assert_softmax_close(y, x)  # as accurate as the single pass: no float32 rescale factor
+    _, rl = ref_softmax(x)
+    ok = rl != NEG_INF
+    assert torch.allclose(lse[ok].double(), rl[ok], rtol=1e-6, atol=1e-5)
+    assert torch.allclose(softmax_lse(x), lse, rtol=1e-6, atol=0)
+    tuning["cooperative"] = False
+    # a few roundings apart, or one step of the subnormal grid (16-bit outputs below 2**-14)
+    info = torch.finfo(dtype)
+    for kw in ({"num_chunks": 1}, {"num_chunks": 4}):
+        other = softmax(x, **kw)
+        assert torch.allclose(y.double(), other.double(), rtol=8 * info.eps, atol=2 * info.smallest_normal * info.eps)
+
+
+@gpu
+@pytest.mark.parametrize("n", [16384, 65537, 1 << 20])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_gpu_cooperative_special_rows(n, dtype, tuning, coop_grids):
+    tuning["cooperative"] = True
+    x = special_rows(n, dtype, rows=12)
+    y, lse = softmax(x, return_lse=True)
+    assert coop_grids
+    check_special_rows(x, y, lse)
+    torch.testing.assert_close(softmax_lse(x), lse, rtol=1e-6, atol=0, equal_nan=True)
+
+
+@gpu
+@pytest.mark.parametrize("variant", [
+    {"coop_chunk": 4096, "coop_warps": 8}, {"coop_chunk": 8192, "coop_warps": 32},
+    {"coop_chunk": 16384, "coop_warps": 32}, {"coop_chunk": 2048, "coop_warps": 4}, {"coop_groups": 1},
+], ids=str)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_gpu_cooperative_variants(variant, dtype, tuning, coop_grids):
+    # The sweep's variants; one chunk per row (no exchange) is covered by COOP_SMALL.
+    tuning.update(cooperative=True, **variant)
+    x = cooperative_case(65537, dtype)
+    y, lse = softmax(x, return_lse=True)
+    assert coop_grids
+    assert_softmax_close(y, x)
+    _, rl = ref_softmax(x)
+    ok = rl != NEG_INF
+    assert torch.allclose(lse[ok].double(), rl[ok], rtol=1e-6, atol=1e-5)
+
+
+@gpu
+def test_gpu_cooperative_default_dispatch(tuning, coop_grids):
+    x = randn(512, 16384)
+    softmax(x)
+    assert len(coop_grids) == 1
+    softmax(randn(64, 65536, dtype=torch.bfloat16))  # longer rows: the exchange lost, not taken
+    softmax(randn(512, 16384, dtype=torch.bfloat16))  # 16-bit rows of 16384: single pass
+    softmax(x, precise=False)  # the fast single pass is bandwidth-bound already
+    assert len(coop_grids) == 1
+    softmax(x, block_size=4096)  # explicit arguments keep the older schedules
+    softmax(x, num_chunks=4)
+    tuning["cooperative"] = False
+    softmax(x)
+    assert len(coop_grids) == 1
+
+
+@gpu
+def test_gpu_cooperative_rebuilds_late_partners(monkeypatch, tuning, coop_grids):
+    # Polling disabled: programs whose partners have not published yet rebuild those chunks'
+    # statistics from the input; the result must not change beyond rounding.
+    tuning["cooperative"] = True
+    x = special_rows(1 << 20, torch.float32, rows=12)
+    y0, lse0 = softmax(x, return_lse=True)
+    monkeypatch.setattr(triton_softmax, "COOP_SPIN_LIMIT", 0)
+    y1, lse1 = softmax(x, return_lse=True)
+    assert len(coop_grids) == 2
+    check_special_rows(x, y1, lse1)
+    torch.testing.assert_close(y1, y0, rtol=2.5e-7, atol=0, equal_nan=True)
+    torch.testing.assert_close(lse1, lse0, rtol=1e-7, atol=0, equal_nan=True)
+
+
+@gpu
+def test_gpu_cooperative_two_streams_no_deadlock(tuning, coop_grids):
+    # Two cooperative grids at once cannot both be resident on every SM they need: programs
+    # wait for partners that are not running.  They must give up polling and finish anyway.
+    tuning["cooperative"] = True
+    xs = [cooperative_case(1 << 20, torch.float32) for _ in range(2)]
+    streams = [torch.cuda.Stream() for _ in xs]
+    torch.cuda.synchronize()
+    ys = []
+    for s, x in zip(streams, xs):
+        with torch.cuda.stream(s):
+            ys.append(softmax(x))
+    torch.cuda.synchronize()
+    assert len(coop_grids) == 2
+    for x, y in zip(xs, ys):
+        assert_softmax_close(y, x)
