@@ -123,3 +123,40 @@ def test_sdpa_backend_given_a_misaligned_value_pointer(backend: str, outcome: st
     got = subprocess.run([sys.executable, "-c", _MISALIGNED_V_PROBE, backend], capture_output=True, text=True,
                          timeout=120)
     assert got.stdout.strip().splitlines()[-1:] == [outcome], got.stdout + got.stderr
+
+
+def _sdpa(backend: str, q, k, v, **kw) -> torch.Tensor:
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    with sdpa_kernel(getattr(SDPBackend, backend)):
+        return F.scaled_dot_product_attention(q, k, v, **kw)
+
+
+@pytest.mark.gpu
+def test_sdpa_flash_gives_nan_for_a_negative_scale() -> None:
+    """Found by ``verify run --device cuda`` on the H200 (14:36 UTC, torch 2.11), shrunk to one
+    query and one key: with scale = -1 the flash backend returns NaN where the math backend
+    returns v.  A max over raw scores is not the max of scaled ones once the scale is negative."""
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 1, 1, 16, generator=gen).to("cuda", torch.bfloat16) for _ in range(3))
+    flash = _sdpa("FLASH_ATTENTION", q, k, v, scale=-1.0)
+    math_ = _sdpa("MATH", q, k, v, scale=-1.0)
+    assert torch.equal(math_, v)  # one key: the output is its value row
+    assert bool(torch.isnan(flash).all())
+
+
+@pytest.mark.gpu
+def test_sdpa_cudnn_reads_past_a_padded_value_row() -> None:
+    """Found by ``verify run --device cuda`` on the H200 (14:36 UTC, torch 2.11), shrunk to
+    Nq = Nk = 2, D = 16: V is a view whose rows are 19 elements apart (a sliced, wider last
+    dim) and the gaps hold NaN.  cuDNN returns NaN, so it reads the gaps: a silently wrong
+    result for any such V, visible here only because the suite poisons the gaps."""
+    gen = torch.Generator().manual_seed(0)
+    q, k = (torch.randn(1, 1, 2, 16, generator=gen).to("cuda", torch.float16) for _ in range(2))
+    wide = torch.full((1, 1, 2, 19), float("nan"), dtype=torch.float16, device="cuda")
+    wide[..., :16] = torch.randn(1, 1, 2, 16, generator=gen).to("cuda", torch.float16)
+    v = wide[..., :16]
+    cudnn = _sdpa("CUDNN_ATTENTION", q, k, v)
+    assert torch.isfinite(_sdpa("MATH", q, k, v)).all() and torch.isfinite(_sdpa("CUDNN_ATTENTION", q, k, v.contiguous())).all()
+    assert bool(torch.isnan(cudnn).any())
