@@ -114,7 +114,8 @@ else:
     ("FLASH_ATTENTION", "raised, context lost: CUDA error: misaligned address"),
     # efficient checks Q and K ("p.query_ptr is not correctly aligned") but not V
     ("EFFICIENT_ATTENTION", "raised, context lost: CUDA error: misaligned address"),
-    ("CUDNN_ATTENTION", "ran, same as with an aligned copy"),
+    # cuDNN raises nothing and returns a different (wrong) result: silent corruption
+    ("CUDNN_ATTENTION", "ran, differs from an aligned copy"),
     ("MATH", "ran, same as with an aligned copy"),
 ])
 def test_sdpa_backend_given_a_misaligned_value_pointer(backend: str, outcome: str) -> None:
@@ -122,7 +123,8 @@ def test_sdpa_backend_given_a_misaligned_value_pointer(backend: str, outcome: st
     ``layout_alignment=16``.  Fails the day a backend changes how it treats such an input."""
     got = subprocess.run([sys.executable, "-c", _MISALIGNED_V_PROBE, backend], capture_output=True, text=True,
                          timeout=120)
-    assert got.stdout.strip().splitlines()[-1:] == [outcome], got.stdout + got.stderr
+    last = (got.stdout.strip().splitlines() or [""])[-1]
+    assert last.startswith(outcome), got.stdout + got.stderr
 
 
 def _sdpa(backend: str, q, k, v, **kw) -> torch.Tensor:
