@@ -168,7 +168,9 @@ class IsolatedCells:
             except (EOFError, OSError):
                 message, ready = None, True
             if (ready and message is None) or (not ready and not self._proc.is_alive()):
-                code = self._proc.exitcode if self._proc is not None else None
+                # the pipe can report the death before the process is reaped: wait for its status
+                self._proc.join(10)
+                code = self._proc.exitcode
                 self._stop(kill=True)
                 how = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
                 return CellRun(self._lost_cell(target, dtype, base, "crash", time.monotonic() - start,
