@@ -45,6 +45,18 @@ class Bug:
     probs_dtype_narrow: bool = True  # P rounded to the input dtype before P V (FlashAttention)
     drop_tail_block: bool = False  # forget the last partial key block
     fused_scale_shift: bool = False  # exp(fma(s, scale, -m)) with m = round(max(s) * scale)
+    index_bits: int | None = None  # softmax column offsets held in a signed integer this wide
+
+
+def _wrapped(n: int, bits: int | None, device) -> Tensor | None:
+    """Offsets 0..n-1 as a signed ``bits``-bit integer holds them (None: no wrap within n).
+
+    Past 2**(bits-1) - 1 they turn negative; indexing with them reads from the end of the
+    row, as an address computed from a wrapped offset reads memory before the row."""
+    if bits is None or n <= 2 ** (bits - 1):
+        return None
+    j = torch.arange(n, device=device)
+    return (j + 2 ** (bits - 1)) % 2**bits - 2 ** (bits - 1)
 
 
 def _truncate_to_bf16(x: Tensor) -> Tensor:
@@ -70,6 +82,9 @@ def _streaming_softmax(x: Tensor, bug: Bug, block: int = BLOCK) -> Tensor:
     if bug.assume_contiguous and not x.is_contiguous():
         xs = torch.as_strided(x, x.shape, torch.empty(x.shape, device="meta").stride(), x.storage_offset())
     work = xs.to(torch.float32 if x.dtype != torch.float64 else torch.float64)
+    cols = _wrapped(n, bug.index_bits, x.device)
+    if cols is not None:
+        work = work[..., cols]
     bad_row = torch.isnan(work).any(-1, keepdim=True) | (work == math.inf).any(-1, keepdim=True)
     if bug.sentinel is not None:
         work = work.masked_fill(work == -math.inf, bug.sentinel)
@@ -217,6 +232,9 @@ MUTANTS: list[Mutant] = [
     Mutant("softmax-nan-swallowed", "softmax", "NaN rows turned into zeros instead of propagating",
            "NaN propagation", "https://github.com/pytorch/pytorch/issues/101967",
            _softmax(Bug(propagate_nan=False)), Capabilities(dtypes=STD, devices=CPU)),
+    Mutant("softmax-int16-index", "softmax", "column offsets kept in int16: past 32767 they wrap and read before the row",
+           "16-bit index overflow", "https://github.com/facebookresearch/xformers/issues/719",
+           _softmax(Bug(index_bits=16)), Capabilities(dtypes=STD, devices=CPU)),
     Mutant("softmax-ignores-strides", "softmax", "non-contiguous input read as if contiguous",
            "strides", "https://github.com/pytorch/pytorch/issues/146377",
            _softmax(Bug(assume_contiguous=True)), Capabilities(dtypes=STD, devices=("cpu",))),

@@ -172,3 +172,26 @@ def _block_picker(per_block: tuple[tuple[int, int, int], ...], delta: int) -> Ca
         return block * (first + (u // len(per_block)) % (last - first + 1)) + delta
 
     return pick
+
+
+#: Lengths at the edges of 16-bit index arithmetic (int16 wraps past 32767, uint16 past
+#: 65535): a kernel that keeps column or key offsets in 16 bits reads the wrong element
+#: beyond them (xformers #719).  Drawn rarely and for one row only, past the size profile.
+INDEX_WIDTH_LENGTHS = (32767, 32768, 32769, 65535, 65536, 65537)
+#: One example in this many draws an index-width length (where the target allows one).
+INDEX_WIDTH_ODDS = 12
+
+
+def index_width_lengths(min_value: int, max_value: int | None, beyond: int) -> tuple[int, ...]:
+    """The ``INDEX_WIDTH_LENGTHS`` in ``[min_value, max_value]`` (None: no cap) above ``beyond``."""
+    top = max_value if max_value is not None else INDEX_WIDTH_LENGTHS[-1]
+    return tuple(n for n in INDEX_WIDTH_LENGTHS if max(min_value, beyond + 1) <= n <= top)
+
+
+def maybe_index_width(draw, candidates: tuple[int, ...]) -> int | None:
+    """Rarely one of ``candidates``, else None; shrinks towards None (the ordinary lengths)."""
+    if not candidates:
+        return None
+    if draw(st.integers(0, INDEX_WIDTH_ODDS - 1)) != INDEX_WIDTH_ODDS - 1:
+        return None
+    return draw(st.sampled_from(candidates))

@@ -43,7 +43,7 @@ from strategies._validation import (
 )
 from strategies.features import SOFTMAX_LAYOUTS, SOFTMAX_VALUE_KINDS, ordered
 from strategies.layouts import is_noncontiguous, materialize
-from strategies.lengths import length_features, lengths
+from strategies.lengths import index_width_lengths, length_features, lengths, maybe_index_width
 from strategies.masks import MASK_KINDS, MaskSpec, keep_features, mask_specs
 from strategies.rounding import to_format
 from strategies.specials import SpecialSpec, special_kinds, special_specs
@@ -274,6 +274,7 @@ class _SoftmaxConfig:
     masks: bool
     noncontiguous: bool
     elementwise: bool | None
+    index_lengths: tuple[int, ...] = ()  # rare one-row lengths past max_length (lengths.INDEX_WIDTH_LENGTHS)
 
     def __repr__(self) -> str:
         return self.call
@@ -291,6 +292,7 @@ def softmax_cases(
     special_values: bool | None = None,
     masks: bool | None = None,
     elementwise: bool | None = None,
+    index_widths: bool = True,
 ) -> SearchStrategy[SoftmaxCase]:
     """Softmax inputs within the target's capabilities, rich in adversarial features.
 
@@ -306,6 +308,9 @@ def softmax_cases(
     * ``elementwise``: None draws small inputs (<= 64 entries) element by element
       some of the time; True always does (forcing 2-D inputs of <= 64 entries);
       False never does.
+    * ``index_widths``: about one example in ``INDEX_WIDTH_ODDS`` is a single row of a
+      length at the edge of 16-bit indexing (32767..65537), past ``max_length`` but
+      within ``caps.max_length``; False never draws them.
     """
     caps = check_caps(caps)
     formats = resolve_dtypes(dtypes, caps)
@@ -335,8 +340,12 @@ def softmax_cases(
         special_values=special_values,
         masks=masks,
         elementwise=elementwise,
+        index_widths=index_widths,
     )
-    config = _SoftmaxConfig(call, formats, lo, hi, max_rows, specials_on, masks_on, caps.noncontiguous, elementwise)
+    check_optional_bool(index_widths, "index_widths")
+    wide = index_width_lengths(lo, caps.max_length, hi) if index_widths and not elementwise else ()
+    config = _SoftmaxConfig(call, formats, lo, hi, max_rows, specials_on, masks_on, caps.noncontiguous, elementwise,
+                            wide)
     return _softmax_cases(config)
 
 
@@ -351,6 +360,9 @@ def _softmax_cases(draw: st.DrawFn, c: _SoftmaxConfig) -> SoftmaxCase:
         length = draw(lengths(c.min_length, c.max_length))
         rows = draw(st.integers(1, c.max_rows))
         batch = draw(st.integers(0, MAX_BATCH))
+        wide = maybe_index_width(draw, c.index_lengths)
+        if wide is not None:  # one long row: the cost stays that of an ordinary example
+            length, rows, batch = wide, 1, 0
     total_rows = max(batch, 1) * rows
 
     # Hypothesis shrinks towards fewer choices before anything else, so every

@@ -20,6 +20,7 @@ from hypothesis.errors import InvalidArgument
 from hypothesis.strategies import SearchStrategy
 
 import strategies as S
+from strategies.lengths import INDEX_WIDTH_LENGTHS
 from strategies import (
     ATTENTION_FEATURES,
     FEATURES,
@@ -550,3 +551,17 @@ def test_attention_layouts_without_alignment_include_a_misaligned_pointer() -> N
                  lambda c: any(t.storage_offset() % 8 for t in (c.build().q, c.build().k, c.build().v)),
                  settings=settings(max_examples=300, database=None, phases=[Phase.generate]))
     assert "misaligned" in found.spec.layouts
+
+
+def test_softmax_reaches_16_bit_index_widths_within_the_caps() -> None:
+    wide = find(softmax_cases(dtypes=("float16",), max_length=40), lambda c: c.spec.length > 32768,
+                settings=settings(max_examples=400, database=None, phases=[Phase.generate]))
+    assert wide.spec.length in INDEX_WIDTH_LENGTHS and wide.spec.rows == 1
+    capped = softmax_cases(dtypes=("float16",), max_length=40, caps=Capabilities(max_length=32768))
+
+    @settings(max_examples=150, database=None)
+    @given(capped, softmax_cases(dtypes=("float16",), max_length=40, index_widths=False))
+    def within(a: SoftmaxCase, b: SoftmaxCase) -> None:
+        assert a.spec.length <= 32768 and b.spec.length <= 40
+
+    within()
