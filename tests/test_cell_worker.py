@@ -124,3 +124,20 @@ def test_replay_rebuilds_a_misaligned_input_with_its_offset(tmp_path) -> None:
     assert how.startswith("rebuilt from the spec")
     assert inputs["x"].storage_offset() == 1 and inputs["x"].data_ptr() % 8 == 4
     assert torch.equal(inputs["x"].nan_to_num(), case.build("cpu").nan_to_num())
+
+
+def test_mutants_after_a_lost_context_are_reported_not_run(tmp_path, monkeypatch) -> None:
+    from kernels.mutants import Mutant
+    from verify import mutation
+
+    monkeypatch.setattr(engine, "_uses_cuda", lambda values: True)
+    monkeypatch.setattr(engine, "_wait_for_device", lambda: None)
+    monkeypatch.setattr(engine, "device_context_alive", lambda: False)
+    breaker = _target("raise_cuda_error")
+    fake = [Mutant("breaks-context", "softmax", "d", "c", "r", breaker.fn, breaker.caps),
+            Mutant("next-one", "softmax", "d", "c", "r", breaker.fn, breaker.caps)]
+    monkeypatch.setattr(mutation, "all_mutants", lambda: (fake, []))
+    monkeypatch.setattr(mutation, "get_target", lambda name: breaker)
+    first, second = mutation.run_all(_opts(tmp_path, dtypes=("float32",)))
+    assert first.status == "killed" and first.context_lost
+    assert second.status == "unavailable" and second.violation.startswith("not run: breaks-context")

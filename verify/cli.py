@@ -208,7 +208,10 @@ def cmd_mutants(args) -> int:
     print(json.dumps(summ))
     if args.json:
         Path(args.json).write_text(json.dumps({"summary": summ, "results": [r.to_dict() for r in results]}, indent=2))
-    return EXIT_VIOLATION if summ["survivors"] or summ["controls_failed"] else EXIT_OK
+    skipped = [r.name for r in results if r.status == "unavailable" and (r.violation or "").startswith("not run:")]
+    if skipped:
+        print(f"NOT RUN after a lost CUDA context: {', '.join(skipped)}; run them with --only NAME")
+    return EXIT_VIOLATION if summ["survivors"] or summ["controls_failed"] or skipped else EXIT_OK
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -31,6 +31,7 @@ class KillResult:
     seconds: float = 0.0
     counterexample: str | None = None
     violation: str | None = None
+    context_lost: bool = False  # its search left the CUDA context unusable in this process
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -50,7 +51,8 @@ def run_one(m: Mutant, opts: search.CheckOptions) -> KillResult:
         status = "control-failed" if bad else "control-passed"
     else:
         status = "killed" if bad else "survived"
-    r = KillResult(m.name, m.op, m.bug_class, m.reference, m.form, status, seconds=spent)
+    r = KillResult(m.name, m.op, m.bug_class, m.reference, m.form, status, seconds=spent,
+                   context_lost=any(c.context_lost for c in cells))
     if bad:
         before = sum(c.seconds for c in cells[:-1])
         r.dtype = bad.dtype
@@ -65,9 +67,18 @@ def run_all(opts: search.CheckOptions, *, include_controls: bool = True, names: 
             progress=None) -> list[KillResult]:
     mutants, controls = all_mutants()
     chosen = [m for m in mutants + (controls if include_controls else []) if names is None or m.name in names]
-    results = []
+    results: list[KillResult] = []
+    lost_by = None
     for m in chosen:
-        results.append(run_one(m, opts))
+        if lost_by is not None:  # every CUDA call in this process fails from here on
+            results.append(KillResult(
+                m.name, m.op, m.bug_class, m.reference, m.form, "unavailable",
+                violation=f"not run: {lost_by} left the CUDA context unusable in this process; "
+                          f"run it on its own with --only {m.name}"))
+        else:
+            results.append(run_one(m, opts))
+            if results[-1].context_lost:
+                lost_by = m.name
         if progress:
             progress(results[-1])
     return results
