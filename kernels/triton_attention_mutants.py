@@ -135,16 +135,23 @@ def _with_slack(t: torch.Tensor) -> torch.Tensor:
     return buf[:t.numel()].view(t.shape)
 
 
-def _launcher(no_rescale: bool = False, no_inf_guard: bool = False, causal_strict: bool = False,
-              causal_bottom_right: bool = False, gqa_modulo: bool = False, tail_unmasked: bool = False,
-              head_dim_unmasked: bool = False, scale_twice: bool = False, acc_low_precision: bool = False,
-              fused_scale_shift: bool = False):
+#: The kernel's bug switches, as keyword names of ``_launcher`` (the constexpr is the upper-case name).
+BUGS = ("no_rescale", "no_inf_guard", "causal_strict", "causal_bottom_right", "gqa_modulo", "tail_unmasked",
+        "head_dim_unmasked", "scale_twice", "acc_low_precision", "fused_scale_shift")
+
+
+def _launcher(**bug: bool):
+    unknown = set(bug) - set(BUGS)
+    if unknown:
+        raise ValueError(f"unknown bug switch(es) {sorted(unknown)}; known: {', '.join(BUGS)}")
+    switches = {name.upper(): bool(bug.get(name, False)) for name in BUGS}
+
     def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, scale: float, causal: bool = False,
                   mask: torch.Tensor | None = None) -> torch.Tensor:
         B, Hq, Nq, D = q.shape
         Hkv, Nk = k.shape[1], k.shape[2]
         out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
-        if head_dim_unmasked:  # the unmasked reads run past the last row: keep them in bounds
+        if switches["HEAD_DIM_UNMASKED"]:  # the unmasked reads run past the last row: keep them in bounds
             q, k = _with_slack(q), _with_slack(k)
         if mask is not None:
             full = mask.expand(B, Hq, Nq, Nk)  # broadcast dims read with stride 0
@@ -157,11 +164,7 @@ def _launcher(no_rescale: bool = False, no_inf_guard: bool = False, causal_stric
             *q.stride(), *k.stride(), *v.stride(), *mask_strides, *out.stride(),
             Hq, Hkv, Nq, Nk,
             HEAD_DIM=D, BLOCK_D=max(16, triton.next_power_of_2(D)), BLOCK_M=BLOCK, BLOCK_N=BLOCK,
-            CAUSAL=bool(causal), HAS_MASK=mask is not None,
-            NO_RESCALE=no_rescale, NO_INF_GUARD=no_inf_guard, CAUSAL_STRICT=causal_strict,
-            CAUSAL_BOTTOM_RIGHT=causal_bottom_right, GQA_MODULO=gqa_modulo, TAIL_UNMASKED=tail_unmasked,
-            HEAD_DIM_UNMASKED=head_dim_unmasked, SCALE_TWICE=scale_twice, ACC_LOW_PRECISION=acc_low_precision,
-            FUSED_SCALE_SHIFT=fused_scale_shift,
+            CAUSAL=bool(causal), HAS_MASK=mask is not None, **switches,
         )
         return out
     return attention
@@ -205,12 +208,11 @@ TRITON_ATTENTION_MUTANTS = [
     _mutant("triton-attention-acc-low-precision", "running sum l and accumulator rounded to float16 between key blocks",
             "low-precision accumulation", "https://github.com/flashinfer-ai/flashinfer/issues/5107",
             _CAPS.with_(dtypes=("float16",)), acc_low_precision=True),
-]
-TRITON_ATTENTION_MUTANTS.append(
     _mutant("triton-attention-fma-exponent-overflow",
             "scale and max shift fused into one FMA in exp's argument: the max element's weight overflows",
             "overflow to NaN for large inputs", "https://github.com/pytorch/pytorch/issues/121558",
-            fused_scale_shift=True))
+            fused_scale_shift=True),
+]
 TRITON_ATTENTION_CONTROLS = [
     Mutant("control-triton-flash-attention", "attention", "the Triton attention mutants' kernel with no bug",
            "control", "", _launcher(), _CAPS, "triton"),

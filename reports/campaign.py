@@ -32,7 +32,7 @@ import sys
 import time
 import zlib
 from collections import Counter
-from contextlib import contextmanager
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -154,21 +154,9 @@ def _input_stats(case, op: str) -> tuple[int, float, float]:
     return int(built.k.shape[-2]), rng, _finite_absmax(built.v)
 
 
-@contextmanager
 def observing(observer: CellObserver):
-    """Route ``verify.search.run_case`` through ``observer`` while a cell runs (restored afterwards)."""
-    original = search.run_case
-
-    def run_case(target, case, opts):
-        out = original(target, case, opts)
-        observer(case, opts, out)
-        return out
-
-    search.run_case = run_case
-    try:
-        yield observer
-    finally:
-        search.run_case = original
+    """Route every example of the cell through ``observer`` while it runs."""
+    return search.observing_cases(after=observer)
 
 
 # --------------------------------------------------------------------------------------
@@ -217,21 +205,21 @@ class CellRun:
     stop_reason: str  # budget | violation | exhausted | max-examples | unsupported
 
 
-@contextmanager
-def _nothing():
-    yield
+def cell_is_live(target: Target, dtype: str, device: str) -> bool:
+    """Whether the cell searches anything: the target declares the dtype and runs on the device."""
+    return target.caps.supports_dtype(dtype) and target.unavailable_reason(device) is None
 
 
 def run_cell(target: Target, dtype: str, base: CheckOptions, budget_s: float, seed: int,
              max_examples: int = DEFAULT_MAX_EXAMPLES, tick=None, observe: bool = True) -> CellRun:
     """Search one cell for ``budget_s`` seconds (or until a violation, or ``max_examples``)."""
     observer = CellObserver(target.op, tick=tick)
-    if not target.caps.supports_dtype(dtype) or target.unavailable_reason(base.device):
+    if not cell_is_live(target, dtype, base.device):
         return CellRun(search.check_cell(target, dtype, base), observer, 0.0, 0, "unsupported")
     start = time.perf_counter()
     merged: CellResult | None = None
     planned, chunk, stop = min(FIRST_CHUNK, max_examples), 0, "budget"
-    with observing(observer) if observe else _nothing():
+    with observing(observer) if observe else nullcontext():
         while True:
             left = budget_s - (time.perf_counter() - start)
             opts = replace(base, max_examples=planned, budget_s=max(left, 0.01),

@@ -23,7 +23,6 @@ import json
 import multiprocessing as mp
 import tempfile
 import time
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable
 
@@ -51,20 +50,16 @@ class InProcessCells:
         pass
 
 
-@contextmanager
 def _recording_inflight(path: Path):
     """Write each case's spec to ``path`` before the target sees it (evidence if the process dies)."""
-    original = search.run_case
+    return search.observing_cases(before=lambda case: path.write_text(
+        json.dumps({"spec": case.spec.to_dict(), "description": case.describe()})))
 
-    def run_case(target, case, opts):
-        path.write_text(json.dumps({"spec": case.spec.to_dict(), "description": case.describe()}))
-        return original(target, case, opts)
 
-    search.run_case = run_case
-    try:
-        yield
-    finally:
-        search.run_case = original
+def _spent_worker(cell: CellResult) -> bool:
+    """Whether the process that searched ``cell`` must not search another: its CUDA context is
+    dead, or a thread is still stuck in the target."""
+    return cell.context_lost or (cell.violation is not None and cell.violation.kind == "hang")
 
 
 def _worker_main(conn, inflight: str) -> None:
@@ -99,9 +94,8 @@ def _worker_main(conn, inflight: str) -> None:
         path.unlink(missing_ok=True)
         run.observer.tick = None
         conn.send(("done", run))
-        cell = run.cell
-        if cell.context_lost or (cell.violation is not None and cell.violation.kind == "hang"):
-            return  # the context is dead, or a thread is stuck in the target: start afresh
+        if _spent_worker(run.cell):
+            return
 
 
 class IsolatedCells:
@@ -143,9 +137,9 @@ class IsolatedCells:
 
     def run(self, target: Target, dtype: str, base: CheckOptions, budget_s: float, seed: int,
             max_examples: int, tick: Callable[[], None] | None = None, observe: bool = True):
-        from reports.campaign import CellObserver, CellRun
+        from reports.campaign import CellObserver, CellRun, cell_is_live
 
-        if not target.caps.supports_dtype(dtype) or target.unavailable_reason(base.device):
+        if not cell_is_live(target, dtype, base.device):
             # nothing runs on the device: the in-process path reports it as unsupported
             return InProcessCells().run(target, dtype, base, budget_s, seed, max_examples, tick, observe)
         if self._proc is None or not self._proc.is_alive():
@@ -190,7 +184,7 @@ class IsolatedCells:
                 return CellRun(cell, CellObserver(target.op), budget_s, 0, "violation")
             elif kind == "done":
                 run = message[1]
-                if run.cell.context_lost or (run.cell.violation is not None and run.cell.violation.kind == "hang"):
+                if _spent_worker(run.cell):
                     self._stop()
                 return run
 
@@ -204,7 +198,6 @@ class IsolatedCells:
             return cell
         cell.violation = Violation(kind, f"{what} while the target ran on the saved input")
         cell.counterexample = inflight["description"] + "  [as found: not shrunk, the process died]"
-        cell.examples_to_first_failure = None
         try:
             from strategies.replay import case_from_dict
 

@@ -208,7 +208,8 @@ def cmd_mutants(args) -> int:
     print(json.dumps(summ))
     if args.json:
         Path(args.json).write_text(json.dumps({"summary": summ, "results": [r.to_dict() for r in results]}, indent=2))
-    skipped = [r.name for r in results if r.status == "unavailable" and (r.violation or "").startswith("not run:")]
+    lost_at = next((i for i, r in enumerate(results) if r.context_lost), None)
+    skipped = [] if lost_at is None else [r.name for r in results[lost_at + 1:]]  # run_all ran none of these
     if skipped:
         print(f"NOT RUN after a lost CUDA context: {', '.join(skipped)}; run them with --only NAME")
     return EXIT_VIOLATION if summ["survivors"] or summ["controls_failed"] or skipped else EXIT_OK

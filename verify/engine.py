@@ -54,7 +54,7 @@ def _wait_for_device() -> None:
 def device_context_alive() -> bool:
     """True when a trivial CUDA operation still succeeds (sticky errors make every call fail)."""
     try:
-        torch.cuda.synchronize()
+        _wait_for_device()
         torch.ones(1, device="cuda").add_(1).item()
     except Exception:  # any failure here means the context cannot be trusted
         return False
@@ -104,8 +104,8 @@ def call_target(fn, args: tuple, kwargs: dict[str, Any], timeout: float) -> tupl
         raise TargetHang(f"the target did not return within {timeout:g} s")
     if "error" in box:
         e = box["error"]
-        first_line = str(e).strip().splitlines()[0] if str(e).strip() else ""
         if on_cuda and not device_context_alive():
+            first_line = (str(e).strip().splitlines() or [""])[0]
             raise DeviceContextLost(Violation(
                 "device-error",
                 f"the target raised {type(e).__name__}: {first_line}; the CUDA context is unusable afterwards, so "

@@ -13,6 +13,8 @@ from __future__ import annotations
 import random
 import time
 from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -189,6 +191,30 @@ def run_case(target: Target, case, opts: CheckOptions) -> engine.CaseOutcome:
                                         compare_naive=opts.compare_naive)
 
 
+@contextmanager
+def observing_cases(before: Callable[[Any], None] | None = None,
+                    after: Callable[[Any, CheckOptions, engine.CaseOutcome], None] | None = None) -> Iterator[None]:
+    """Call ``before(case)`` ahead of every ``run_case`` and ``after(case, opts, outcome)`` once it
+    returns, while the block runs (for the campaign's per-example records and the cell
+    worker's in-flight input); the previous ``run_case`` is restored afterwards."""
+    global run_case
+    original = run_case
+
+    def observed(target: Target, case, opts: CheckOptions) -> engine.CaseOutcome:
+        if before is not None:
+            before(case)
+        out = original(target, case, opts)
+        if after is not None:
+            after(case, opts, out)
+        return out
+
+    run_case = observed
+    try:
+        yield
+    finally:
+        run_case = original
+
+
 def case_inputs(case, op: str) -> dict[str, Any]:
     return case_inputs_on(case, op, "cpu")
 
@@ -334,14 +360,15 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
 def check_target(target: Target, opts: CheckOptions, *, stop_at_first_violation: bool = False) -> list[CellResult]:
     """Every requested dtype of one target (optionally stopping once one dtype violates)."""
     cells: list[CellResult] = []
+    lost_in = None  # the dtype whose cell lost the CUDA context: nothing more can run in this process
     for d in opts.dtypes or target.caps.dtypes:
-        lost = next((c for c in cells if c.context_lost), None)
-        if lost is not None:  # nothing more can run on this device in this process
-            fmt = get_format(d)
-            cells.append(CellResult(target.name, target.op, fmt.name, opts.device, status="error",
-                                    reason=f"not run: the CUDA context was lost in the {lost.dtype} cell"))
+        if lost_in is not None:
+            cells.append(CellResult(target.name, target.op, get_format(d).name, opts.device, status="error",
+                                    reason=f"not run: the CUDA context was lost in the {lost_in} cell"))
             continue
         cells.append(check_cell(target, d, opts))
+        if cells[-1].context_lost:
+            lost_in = cells[-1].dtype
         if stop_at_first_violation and cells[-1].status == "violated":
             break
     return cells
