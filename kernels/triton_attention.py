@@ -122,11 +122,16 @@ def _attn_fwd_kernel(
     DOT_PRECISION: tl.constexpr, USE_TMA: tl.constexpr, BLOCK_D: tl.constexpr, SCALE_MODE: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
-    pid_m = tl.program_id(0)
+    # One grid axis: (query block, batch x head) flattened with the query block fastest,
+    # the order a 2-D grid would give, without the 65535 limit of a second axis (B * H
+    # past it would not launch, pytorch #142228).
+    n_m = tl.cdiv(n_q, BLOCK_M)
+    pid = tl.program_id(0)
+    bh = pid // n_m
+    pid_m = pid - bh * n_m
     if CAUSAL:
         # Later query blocks see more keys: launch them first so the short ones fill the tail.
-        pid_m = tl.num_programs(0) - 1 - pid_m
-    bh = tl.program_id(1)
+        pid_m = n_m - 1 - pid_m
     b = bh // n_heads
     h = bh % n_heads
     h_kv = h // group
@@ -422,7 +427,7 @@ def attention(
         key = (tune_n, args[-1], D, *meta.values())
         best = _TUNED.get(key)
         if best is None:
-            grid = lambda m: (triton.cdiv(Nq, m["BLOCK_M"]), B * Hq)  # noqa: E731
+            grid = lambda m: (triton.cdiv(Nq, m["BLOCK_M"]) * B * Hq,)  # noqa: E731
             _attn_fwd_tuned[grid](*args, **meta)
             _TUNED[key] = _attn_fwd_tuned.best_config
             return (out, lse) if return_lse else out
@@ -432,7 +437,7 @@ def attention(
             for desc, rows in ((q_arg, config["BLOCK_M"]), (o_arg, config["BLOCK_M"]),
                                (k_arg, config["BLOCK_N"]), (v_arg, config["BLOCK_N"])):
                 desc.block_shape = [1, 1, rows, block_d]
-        grid = (triton.cdiv(Nq, config["BLOCK_M"]), B * Hq)
+        grid = (triton.cdiv(Nq, config["BLOCK_M"]) * B * Hq,)
         _attn_fwd_kernel[grid](*args, **meta, BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"],
                                num_warps=config.get("num_warps", 4), num_stages=config.get("num_stages", 2))
     return (out, lse) if return_lse else out

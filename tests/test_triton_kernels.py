@@ -781,3 +781,20 @@ def test_gpu_cooperative_two_streams_no_deadlock(tuning, coop_grids):
     assert len(coop_grids) == 2
     for x, y in zip(xs, ys):
         assert_softmax_close(y, x)
+
+
+# ------------------------------------------------------------- attention: many heads
+
+
+@gpu
+def test_gpu_attention_more_heads_than_a_grid_axis_holds():
+    # B * Hq = 70,000 > 65,535, the limit of a CUDA grid's second axis (pytorch #142228).
+    b, h, n, d = 7000, 10, 3, 16
+    q, k, v = (torch.randn(b, h, n, d, device=DEVICE, dtype=torch.float16) for _ in range(3))
+    keep = torch.ones(n, n, dtype=torch.bool, device=DEVICE)
+    for causal in (False, True):
+        o = attention(q, k, v, scale=0.25, causal=causal)
+        visible = keep.tril() if causal else keep
+        scores = (q.float() @ k.float().transpose(-1, -2) * 0.25).masked_fill(~visible, float("-inf"))
+        ref = torch.softmax(scores, dim=-1) @ v.float()
+        assert (o.float() - ref).abs().max() < 2e-3, causal
