@@ -53,6 +53,13 @@ def sweep_variants(n: int, dtype_name: str):
         variants += [(f"online_pps{pps}_b{bs}_w{w}", {"num_chunks": 1},
                       {"online_programs_per_sm": pps, "stream_block": bs, "stream_warps": w})
                      for pps, bs, w in ((1, 4096, 8), (2, 4096, 8), (4, 4096, 8), (1, 8192, 16), (2, 8192, 16))]
+    if n > 16384:
+        # L2 eviction hints on the two-sweep schedules (first sweep kept, second dropped);
+        # the default takes them except on the precise float32 path
+        variants += [("hints_on", {}, {"l2_hints": True}), ("hints_off", {}, {"l2_hints": False})]
+        if dtype_name == "fp32":
+            variants += [("fast_hints_on", {"precise": False}, {"l2_hints": True}),
+                         ("fast_hints_off", {"precise": False}, {"l2_hints": False})]
     if n >= 8192:
         variants.append(("coop_off", {}, off))
         # chunk width x warps of the cooperative schedule (default 8192 x 16); 16384 spills

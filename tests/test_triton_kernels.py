@@ -167,6 +167,21 @@ def test_softmax_streaming_paths(n, block_size, num_chunks):
     assert torch.allclose(softmax_lse(x, block_size=block_size, num_chunks=num_chunks), lse)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32] + HALF_DTYPES)
+@pytest.mark.parametrize("num_chunks", [1, 3])
+def test_softmax_l2_hints_change_no_bit(dtype, num_chunks, tuning):
+    # Eviction hints only steer the cache: with and without them, the same bits.
+    x = randn(3, 300, dtype=dtype, scale=4.0)
+    x[0, 5] = NEG_INF
+    results = []
+    for hints in (False, True):
+        tuning["l2_hints"] = hints
+        for precise in (True, False):
+            results.append(softmax(x, return_lse=True, block_size=64, num_chunks=num_chunks, precise=precise))
+    for (y0, l0), (y1, l1) in zip(results[:2], results[2:]):
+        assert torch.equal(y0, y1) and torch.equal(l0, l1)
+
+
 def test_softmax_persistent_rows():
     # More rows than persistent programs: each program walks several rows.
     x = randn(40, 200, scale=3.0)
@@ -411,6 +426,20 @@ def test_gpu_softmax_sizes(n, dtype):
     assert torch.allclose(lse.double(), rl, rtol=1e-6, atol=1e-5)
     ys = softmax(x, num_chunks=4) if n > 4096 else softmax(x, block_size=1024)
     assert_softmax_close(ys, x, over_2ulp=STREAMED_OVER_2ULP)
+
+
+@gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("n,num_chunks", [(65536, 1), (1 << 20, None)])
+def test_gpu_softmax_l2_hints_change_no_bit(dtype, n, num_chunks, tuning):
+    x = randn(max(2, (1 << 22) // n), n, dtype=dtype, scale=3.0)
+    x[0, : n // 3] = NEG_INF
+    out = {}
+    for hints in (False, True):
+        tuning["l2_hints"] = hints
+        out[hints] = [softmax(x, return_lse=True, num_chunks=num_chunks, precise=p) for p in (True, False)]
+    for (y0, l0), (y1, l1) in zip(out[False], out[True]):
+        assert torch.equal(y0, y1) and torch.equal(l0, l1)
 
 
 @gpu
