@@ -86,9 +86,10 @@ def flex(q, k, v, *, scale: float, causal: bool = False, mask=None):
 CUDA = ("cuda",)
 register(Target(
     "sdpa-flash", "attention", functools.partial(sdpa_backend, backend=SDPBackend.FLASH_ATTENTION),
-    Capabilities(dtypes=LOW, devices=CUDA, bool_mask=False, causal_with_mask=False, head_dim_max=256,
-                 special_values=False, layout_alignment=16,
+    Capabilities(dtypes=LOW, devices=CUDA, bool_mask=False, causal_with_mask=False, causal_square_only=True,
+                 head_dim_max=256, special_values=False, layout_alignment=16,
                  notes=("rejects boolean masks (measured on the H200)",
+                        "rejects causal with Nq != Nk: 'No available kernel' (torch 2.11, measured on the H200)",
                         "a misaligned data pointer faults and loses the CUDA context (measured on the H200)")),
     "torch SDPA pinned to FLASH_ATTENTION", _cuda_probe, kind="torch",
 ))

@@ -402,6 +402,7 @@ class _AttentionConfig:
     causal: bool
     bool_mask: bool
     causal_with_mask: bool
+    causal_square_only: bool
     gqa: bool
     noncontiguous: bool
     layout_alignment: int = 1
@@ -454,7 +455,8 @@ def attention_cases(
     * ``dtypes``: storage dtypes, intersected with ``caps.dtypes``; shrinking moves to the first.
     * ``caps``: Nq and Nk in ``[caps.min_length, min(max_seq, caps.max_length)]``;
       ``caps.causal``, ``caps.bool_mask``, ``caps.causal_with_mask`` gate the causal
-      flag, the boolean mask and both together; ``caps.neg_inf=False`` turns off
+      flag, the boolean mask and both together; ``caps.causal_square_only`` makes
+      causal cases take Nq = Nk; ``caps.neg_inf=False`` turns off
       every mask (causal included); ``caps.gqa=False`` keeps Hq == Hkv;
       ``caps.noncontiguous=False`` keeps all three tensors contiguous; head dims
       stay within ``caps.head_dim_min/max`` and are multiples of ``head_dim_multiple``.
@@ -493,6 +495,7 @@ def attention_cases(
         causal=caps.causal and masks_on,
         bool_mask=caps.bool_mask and masks_on,
         causal_with_mask=caps.causal_with_mask,
+        causal_square_only=caps.causal_square_only,
         gqa=caps.gqa,
         noncontiguous=caps.noncontiguous,
         layout_alignment=caps.layout_alignment,
@@ -527,6 +530,8 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
     scale = draw(_scales())
 
     causal = draw(st.booleans()) if c.causal else False
+    if causal and c.causal_square_only:
+        seq_q = seq_k
     mask, mask_shape = None, "qk"
     if c.bool_mask:
         # Drawn even when it is then dropped, so that causal=True does not cost

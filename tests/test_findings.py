@@ -162,3 +162,36 @@ def test_sdpa_cudnn_reads_past_a_padded_value_row() -> None:
     cudnn = _sdpa("CUDNN_ATTENTION", q, k, v)
     assert torch.isfinite(_sdpa("MATH", q, k, v)).all() and torch.isfinite(_sdpa("CUDNN_ATTENTION", q, k, v.contiguous())).all()
     assert bool(torch.isnan(cudnn).any())
+
+
+@pytest.mark.gpu
+def test_sdpa_efficient_flushes_float32_subnormals() -> None:
+    """Found by ``verify run --device cuda`` on the H200 (16:47 UTC, torch 2.11): with one query
+    and one key the output is V's row, but the efficient backend returns 0 for a float32 V
+    element of -3.98e-42 (subnormal): it flushes subnormals to zero (error 2840 u*cond against
+    a tolerance of 1.01).  The math backend keeps them."""
+    gen = torch.Generator().manual_seed(1)
+    q, k = (torch.randn(1, 1, 1, 16, generator=gen).to("cuda") for _ in range(2))
+    v = torch.randn(1, 1, 1, 16, generator=gen).to("cuda")
+    v[..., 7] = -3.9796876386824805e-42
+    assert 0 < abs(float(v[..., 7])) < torch.finfo(torch.float32).tiny  # subnormal, kept by the copy
+    efficient = _sdpa("EFFICIENT_ATTENTION", q, k, v)
+    assert torch.equal(_sdpa("MATH", q, k, v), v)
+    assert float(efficient[..., 7]) == 0.0
+    normal = torch.arange(16, device="cuda") != 7
+    assert torch.allclose(efficient[..., normal], v[..., normal], rtol=1e-6, atol=0)
+
+
+@pytest.mark.gpu
+def test_sdpa_flash_refuses_causal_with_fewer_keys_than_queries() -> None:
+    """Found by ``verify run --device cuda`` on the H200 (16:47 UTC, torch 2.11): causal with
+    Nq = 2, Nk = 1 raises "No available kernel" when pinned to the flash backend (its warning:
+    is_causal needs seqlen_q == seqlen_k).  The sdpa-flash target declares causal_square_only,
+    so the search no longer draws such inputs for it; this test notices if torch lifts it."""
+    gen = torch.Generator().manual_seed(0)
+    q = torch.randn(1, 1, 2, 16, generator=gen).to("cuda", torch.float16)
+    k, v = (torch.randn(1, 1, 1, 16, generator=gen).to("cuda", torch.float16) for _ in range(2))
+    with pytest.raises(RuntimeError, match="No available kernel"):
+        _sdpa("FLASH_ATTENTION", q, k, v, is_causal=True)
+    square = torch.randn(1, 1, 2, 16, generator=gen).to("cuda", torch.float16)
+    assert torch.isfinite(_sdpa("FLASH_ATTENTION", q, square, square, is_causal=True)).all()

@@ -331,6 +331,19 @@ def test_attention_causal_and_mask_exclusive_when_required(case: AttentionCase) 
     assert not (case.spec.causal and case.spec.mask is not None)
 
 
+@checks(40)
+@given(attention_cases(caps=Capabilities(causal_square_only=True)))
+def test_attention_causal_square_only(case: AttentionCase) -> None:
+    assert not case.spec.causal or case.spec.seq_q == case.spec.seq_k
+
+
+def test_attention_causal_square_only_keeps_ragged_and_causal_cases() -> None:
+    strategy = attention_cases(caps=Capabilities(causal_square_only=True))
+    quick = settings(max_examples=500, phases=[Phase.generate], **_QUIET)
+    find(strategy, lambda c: not c.spec.causal and c.spec.seq_q != c.spec.seq_k, settings=quick)
+    find(strategy, lambda c: c.spec.causal and c.spec.seq_q > 1, settings=quick)
+
+
 @checks(30)
 @given(attention_cases(caps=Capabilities(causal=False, bool_mask=False)))
 def test_attention_no_causal_no_mask(case: AttentionCase) -> None:
