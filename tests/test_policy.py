@@ -123,6 +123,21 @@ def test_hull_allows_weights_that_sum_to_one_plus_the_rounding_of_p(dtype, caps)
     assert "allowed [" in bad.violations[0].message
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+def test_flushed_to_zero_counts_only_zeros_that_should_be_subnormal(dtype: str) -> None:
+    f = get_format(dtype)
+    tiny = f.smallest_subnormal
+    exact = torch.tensor([0.3 * tiny, 0.5 * tiny, 0.51 * tiny, 3 * tiny, 0.5 * f.smallest_normal,
+                          2 * f.smallest_normal, 0.0], dtype=torch.float64)
+    truth = oracle.Certified(hi=exact, lo=torch.zeros_like(exact), bound=torch.zeros_like(exact))
+    got = torch.zeros(exact.shape, dtype=f.torch_dtype)
+    flushed = metrics.flushed_to_zero(got, truth, dtype)
+    # 0.3 and 0.5 (a tie, to even) of the smallest subnormal round to 0: correct, not flushed
+    assert flushed.tolist() == [False, False, True, True, True, False, False]
+    ulps = metrics.ulp_error(got, truth, dtype)
+    assert float(ulps[0]) <= 0.5 and float(ulps[1]) <= 0.5
+
+
 def test_tf32_tolerance_covers_flushed_subnormal_values() -> None:
     """A TF32 tensor core reads a subnormal V entry as 0: that is within the TF32 claim, not IEEE."""
     q = torch.tensor([[[[0.5, -1.0, 0.25, 2.0]]]])

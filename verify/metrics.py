@@ -31,11 +31,16 @@ def abs_error(got: torch.Tensor, truth: Certified) -> torch.Tensor:
 
 
 def flushed_to_zero(got: torch.Tensor, truth: Certified, fmt: str | FloatFormat) -> torch.Tensor:
-    """got is zero where the exact value is a nonzero subnormal of T: a flush, not an ULP error."""
+    """got is zero where the exact value rounds to a nonzero subnormal of T: a flush, not an ULP error.
+
+    An exact value of at most half the smallest subnormal rounds to zero (ties to even):
+    a zero there is correctly rounded, measured as an ULP error like any other output.
+    """
     f = get_format(fmt)
     g = got.detach().to(torch.float64).to(truth.hi.device)
     exact = truth.hi + truth.lo
-    return (g == 0) & (exact != 0) & (exact.abs() < f.smallest_normal)
+    rounds_to_subnormal = (exact.abs() > f.smallest_subnormal / 2) & (exact.abs() < f.smallest_normal)
+    return (g == 0) & rounds_to_subnormal
 
 
 def ulp_error(got: torch.Tensor, truth: Certified, fmt: str | FloatFormat) -> torch.Tensor:
