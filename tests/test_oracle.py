@@ -182,3 +182,31 @@ def test_ulp_matches_nextafter(name: str) -> None:
     spacing = torch.nextafter(x, torch.full_like(x, math.inf)) - x
     assert torch.equal(ulp(x.double(), f), spacing.double())
     assert float(ulp(torch.zeros(1, dtype=torch.float64), f)) == f.smallest_subnormal
+
+
+def test_attention_fallback_rows_chosen_from_the_fast_path() -> None:
+    # fallback_only as a function: it sees the fast path once (undecided rows uncertified) and
+    # picks the rows to refine; the result equals choosing them from a separate fast-path call.
+    gen = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(1, 2, 5, 8, generator=gen, dtype=torch.float64) for _ in range(3))
+    kw = dict(scale=0.4, causal=True, target="float32", resolution=1e-15)  # every row undecided
+    seen = []
+
+    def pick(fast: oracle.AttentionTruth) -> torch.Tensor:
+        seen.append(fast)
+        wanted = torch.zeros_like(fast.uncertified_rows)
+        wanted[0, 1, 1:3] = True
+        return wanted
+
+    one_pass = oracle.attention_truth(q, k, v, fallback_only=pick, **kw)
+    assert len(seen) == 1 and bool(seen[0].uncertified_rows.all()) and not seen[0].fallback_rows.any()
+    first = oracle.attention_truth(q, k, v, max_fallback_work=0, **kw)
+    for a, b in ((seen[0].out.hi, first.out.hi), (seen[0].cond, first.cond)):
+        assert torch.equal(a.isnan(), b.isnan()) and torch.equal(a.nan_to_num(), b.nan_to_num())
+    two_pass = oracle.attention_truth(q, k, v, fallback_only=pick(first), **kw)
+    assert one_pass.fallback_rows.sum() == 2 and one_pass.uncertified_rows.sum() == 8
+    assert torch.equal(one_pass.fallback_rows, two_pass.fallback_rows)
+    assert torch.equal(one_pass.uncertified_rows, two_pass.uncertified_rows)
+    for a, b in ((one_pass.out.hi, two_pass.out.hi), (one_pass.out.lo, two_pass.out.lo),
+                 (one_pass.out.bound, two_pass.out.bound), (one_pass.lse.hi, two_pass.lse.hi)):
+        assert torch.equal(a.isnan(), b.isnan()) and torch.equal(a.nan_to_num(), b.nan_to_num())

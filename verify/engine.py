@@ -167,16 +167,15 @@ def check_attention_input(
     fmt = get_format(q.dtype)
     t0 = time.perf_counter()
     model = tolerance.ToleranceModel.for_target(target.caps, fmt.name)
-    # Fast path first; the exact (slow) fallback only for undecided rows the tolerance will
-    # measure: a row that is ill-conditioned for this target's precision is not measured.
+    # The exact (slow) fallback only for undecided rows the tolerance will measure: a row
+    # that is ill-conditioned for this target's precision is not measured.
+    def measured_rows(fast: oracle.AttentionTruth) -> torch.Tensor:
+        tol = tolerance.attention_tolerance_units(q, v, fast, fmt, model)
+        return fast.uncertified_rows & ~torch.isinf(tol).all(-1)
+
     truth = oracle.attention_truth(q, k, v, scale=scale, causal=causal, mask=mask, target=fmt,
-                                   max_fallback_work=0)
+                                   max_fallback_work=max_fallback_work, fallback_only=measured_rows)
     tol = tolerance.attention_tolerance_units(q, v, truth, fmt, model)
-    needed = truth.uncertified_rows & ~torch.isinf(tol).all(-1)
-    if bool(needed.any()):
-        truth = oracle.attention_truth(q, k, v, scale=scale, causal=causal, mask=mask, target=fmt,
-                                       max_fallback_work=max_fallback_work, fallback_only=needed)
-        tol = tolerance.attention_tolerance_units(q, v, truth, fmt, model)
     osecs = time.perf_counter() - t0
     ev = contracts.evaluate_attention(out, truth, tol, masked_rows, v=v,
                                       hull_slack=tolerance.hull_relative_slack(q.dtype, fmt, model))

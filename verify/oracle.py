@@ -34,6 +34,7 @@ How
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -299,7 +300,7 @@ def attention_truth(
     resolution: float = 1e-3,
     prec: int = 128,
     max_fallback_work: float | None = None,
-    fallback_only: torch.Tensor | None = None,
+    fallback_only: torch.Tensor | Callable[[AttentionTruth], torch.Tensor] | None = None,
 ) -> AttentionTruth:
     """Certified ``softmax(scale * Q K^T + mask) V`` with GQA, causal (top-left) and boolean masks.
 
@@ -308,7 +309,10 @@ def attention_truth(
     the cap are returned *uncertified* (NaN value, infinite bound) rather than approximated,
     so they are excluded from every measurement and counted by ``uncertified_rows``.
     ``fallback_only`` (B, Hq, Nq) bool limits the fallback to those rows the same way (the
-    engine uses it to skip rows that are ill-conditioned for the target anyway).
+    engine uses it to skip rows that are ill-conditioned for the target anyway).  It may
+    also be a function of the fast-path result (every undecided row uncertified, as with
+    ``max_fallback_work=0``) returning that mask: the rows worth refining are then chosen
+    from the fast path without evaluating it twice.
 
     q is (B, Hq, Nq, D); k and v are (B, Hkv, Nk, D) with Hq a multiple of Hkv.
     Output bounds are certified to ``resolution * max(u_T * sum_j p_j|v_j|, tiny_T)``.
@@ -396,6 +400,38 @@ def attention_truth(
 
     o_lo = torch.zeros_like(o)
     lse_lo = torch.zeros_like(lse)
+
+    def assemble(o, o_lo, bound_o, c_low, lse, lse_lo, bound_lse, refined, uncertified) -> AttentionTruth:
+        zero = torch.zeros_like(o)
+        o = torch.where(uncertified[..., None], zero + math.nan, o)
+        o = torch.where((status == ROW_FINITE)[..., None], o, torch.where(no_key[..., None], zero, zero + math.nan))
+        o = torch.where(expected_nonfinite, torch.full_like(o, math.nan), o)
+        bound_o = torch.where(torch.isnan(o), zero, bound_o)
+        lse = torch.where(no_key, torch.full_like(lse, -math.inf), lse)
+        lse = torch.where(status == ROW_NONFINITE, torch.full_like(lse, math.nan), lse)
+        bound_lse = torch.where(status == ROW_FINITE, bound_lse, torch.zeros_like(bound_lse))
+        c_low = torch.where(torch.isnan(o), zero, c_low)
+        return AttentionTruth(
+            out=Certified(o, o_lo, bound_o),
+            cond=c_low,
+            lse=Certified(lse, lse_lo, bound_lse),
+            row_status=status,
+            expected_nonfinite=expected_nonfinite,
+            expected_nan=expected_nan,
+            may_be_nonfinite=may_be_nonfinite.expand_as(expected_nonfinite),
+            input_has_nonfinite=bool(q_bad.any() or k_bad.any() or v_bad.any()),
+            visible=vis,
+            fallback_rows=refined,
+            uncertified_rows=uncertified,
+            target=fmt.name,
+            probs=torch.where(vis, p, torch.zeros_like(p)),
+            shifted=torch.where(vis, d, torch.full_like(d, -math.inf)),
+            abs_scores=abs(scale) * A,
+        )
+
+    if callable(fallback_only):
+        fast = assemble(o, o_lo, bound_o, c_low, lse, lse_lo, bound_lse, torch.zeros_like(undecided), undecided)
+        fallback_only = fallback_only(fast)
     uncertified = torch.zeros_like(undecided)
     if fallback_only is not None:
         uncertified = undecided & ~fallback_only.to(undecided.device)
@@ -412,33 +448,7 @@ def attention_truth(
         o, o_lo, bound_o, c_low, lse, lse_lo, bound_lse = _attention_fallback(
             qz, kz, vz, vis, scale, undecided, o, o_lo, bound_o, c_low, lse, lse_lo, bound_lse, prec
         )
-
-    zero = torch.zeros_like(o)
-    o = torch.where(uncertified[..., None], zero + math.nan, o)
-    o = torch.where((status == ROW_FINITE)[..., None], o, torch.where(no_key[..., None], zero, zero + math.nan))
-    o = torch.where(expected_nonfinite, torch.full_like(o, math.nan), o)
-    bound_o = torch.where(torch.isnan(o), zero, bound_o)
-    lse = torch.where(no_key, torch.full_like(lse, -math.inf), lse)
-    lse = torch.where(status == ROW_NONFINITE, torch.full_like(lse, math.nan), lse)
-    bound_lse = torch.where(status == ROW_FINITE, bound_lse, torch.zeros_like(bound_lse))
-    c_low = torch.where(torch.isnan(o), zero, c_low)
-    return AttentionTruth(
-        out=Certified(o, o_lo, bound_o),
-        cond=c_low,
-        lse=Certified(lse, lse_lo, bound_lse),
-        row_status=status,
-        expected_nonfinite=expected_nonfinite,
-        expected_nan=expected_nan,
-        may_be_nonfinite=may_be_nonfinite.expand_as(expected_nonfinite),
-        input_has_nonfinite=bool(q_bad.any() or k_bad.any() or v_bad.any()),
-        visible=vis,
-        fallback_rows=undecided,
-        uncertified_rows=uncertified,
-        target=fmt.name,
-        probs=torch.where(vis, p, torch.zeros_like(p)),
-        shifted=torch.where(vis, d, torch.full_like(d, -math.inf)),
-        abs_scores=abs(scale) * A,
-    )
+    return assemble(o, o_lo, bound_o, c_low, lse, lse_lo, bound_lse, undecided, uncertified)
 
 
 def _attention_fallback(q64, k64, v64, vis, scale, undecided, o, o_lo, bound_o, c_low, lse, lse_lo, bound_lse, prec):
