@@ -8,10 +8,13 @@ same ``CellRun`` it would get in process, and:
 
 * a cell whose target lost the CUDA context (``CellResult.context_lost``) or hung
   ends its worker; the next cell starts a fresh one;
-* a worker that dies outright (a segfault, an abort) or overruns its cell's time by
-  ``GRACE_S`` is killed, and the cell is reported violated with kind ``crash`` or
-  ``hang``; the input in flight (written to a file before every example) is saved as
-  a replayable artifact when there was one.
+* a worker that dies outright (a segfault, an abort) is reported violated with kind
+  ``crash``; one that has overrun its cell's time by ``GRACE_S`` *and* has started no
+  example for ``stall_s`` (the per-example timeout plus ``STALL_SLACK_S``) is killed and
+  reported with kind ``hang``.  The input in flight is written to a file before every
+  example, shrinking included, so that file is also the worker's heartbeat: a long
+  shrink (Hypothesis bounds it at five minutes) is progress, not a hang.  The input
+  in flight is saved as a replayable artifact when there was one.
 
 The only cost is one process start (imports, a CUDA context), paid again after each
 lost context.  ``InProcessCells`` runs the same cells without a child (the CPU default).
@@ -31,9 +34,11 @@ from verify import search
 from verify.contracts import Violation
 from verify.search import CellResult, CheckOptions
 
-#: Seconds a worker may run past its cell's budget (one slow example, an mpmath fallback,
-#: the shrink of a found violation) before it is taken to be hung and killed.
-GRACE_S = 240.0
+#: Seconds a worker may run past its cell's budget (one slow example, an mpmath fallback)
+#: before it may be taken to be hung: it must also have started no example for the
+#: per-example timeout plus STALL_SLACK_S.
+GRACE_S = 60.0
+STALL_SLACK_S = 60.0
 TICK_EVERY_S = 0.5
 
 
@@ -56,6 +61,13 @@ def _recording_inflight(path: Path):
         json.dumps({"spec": case.spec.to_dict(), "description": case.describe()})))
 
 
+def _mtime_ns(path: Path) -> int | None:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return None
+
+
 def _spent_worker(cell: CellResult) -> bool:
     """Whether the process that searched ``cell`` must not search another: its CUDA context is
     dead, or a thread is still stuck in the target."""
@@ -76,6 +88,7 @@ def _worker_main(conn, inflight: str) -> None:
         if request[0] == "stop":
             return
         _, name, op, dtype, base, budget_s, seed, max_examples, observe = request
+        conn.send(("tick",))  # started: the parent's stall clock runs from here, not from the spawn
         last = [0.0]
 
         def tick() -> None:
@@ -101,8 +114,9 @@ def _worker_main(conn, inflight: str) -> None:
 class IsolatedCells:
     """Cells searched in a spawned worker process that is replaced whenever a target breaks it."""
 
-    def __init__(self, grace_s: float = GRACE_S) -> None:
+    def __init__(self, grace_s: float = GRACE_S, stall_s: float | None = None) -> None:
         self.grace_s = grace_s
+        self.stall_s = stall_s  # None: the cell's per-example timeout + STALL_SLACK_S
         self._ctx = mp.get_context("spawn")  # CUDA cannot be used in a forked child
         self._proc = None
         self._conn = None
@@ -147,14 +161,21 @@ class IsolatedCells:
             self._start()
         self.inflight.unlink(missing_ok=True)
         self._conn.send(("cell", target.name, target.op, dtype, base, budget_s, seed, max_examples, observe))
-        start = time.monotonic()
+        start = last_progress = time.monotonic()
         deadline = start + budget_s + self.grace_s
+        stall_s = self.stall_s if self.stall_s is not None else base.timeout + STALL_SLACK_S
+        beat = None
         while True:
-            if time.monotonic() > deadline:
+            now = time.monotonic()
+            stamp = _mtime_ns(self.inflight)
+            if stamp != beat:  # a new example started (searching or shrinking)
+                beat, last_progress = stamp, now
+            if now > deadline and now - last_progress > stall_s:
                 self._stop(kill=True)
-                return CellRun(self._lost_cell(target, dtype, base, "hang", time.monotonic() - start,
+                return CellRun(self._lost_cell(target, dtype, base, "hang", now - start,
                                                f"the worker searching this cell did not finish within its "
-                                               f"budget + {self.grace_s:g} s and was killed"),
+                                               f"budget + {self.grace_s:g} s and started no example for "
+                                               f"{stall_s:g} s; it was killed"),
                                CellObserver(target.op), budget_s, 0, "violation")
             try:
                 ready = self._conn.poll(TICK_EVERY_S)
@@ -176,6 +197,7 @@ class IsolatedCells:
                 continue
             kind = message[0]
             if kind == "tick":
+                last_progress = time.monotonic()
                 if tick:
                     tick()
             elif kind == "error":

@@ -6,6 +6,7 @@ process really dies (``os._exit``) or really believes its context is lost.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -77,15 +78,31 @@ def test_worker_survives_a_hard_crash_and_a_lost_context(tmp_path) -> None:
 
 
 def test_worker_that_overruns_its_cell_is_killed_and_its_input_saved(tmp_path) -> None:
-    runner = IsolatedCells(grace_s=3.0)
+    runner = IsolatedCells(grace_s=3.0, stall_s=2.0)
     try:
         run = runner.run(_target("sleep_forever"), "float32", _opts(tmp_path), 0.5, 1, 10)
     finally:
         runner.close()
     cell = run.cell
     assert cell.status == "violated" and cell.violation.kind == "hang"
-    assert "did not finish within its budget + 3 s" in cell.violation.message
+    assert "did not finish within its budget + 3 s and started no example for 2 s" in cell.violation.message
     assert cell.artifact is not None
+
+
+def test_a_long_shrink_past_the_grace_is_progress_not_a_hang(tmp_path) -> None:
+    # Rows of 2+ elements are wrong: the search finds one at once and Hypothesis shrinks it,
+    # a few hundred examples, far past budget + grace.  Each example starts with a write of
+    # the in-flight file, the worker's heartbeat, so the parent lets the shrink finish.
+    runner = IsolatedCells(grace_s=0.3, stall_s=30.0)
+    t0 = time.monotonic()
+    try:
+        run = runner.run(_target("slow_and_wrong"), "float32", _opts(tmp_path), 0.5, 1, 50)
+    finally:
+        runner.close()
+    elapsed = time.monotonic() - t0
+    cell = run.cell
+    assert cell.status == "violated" and cell.violation.kind == "accuracy", cell.violation
+    assert elapsed > 0.5 + 0.3 + 2.0  # the shrink ran on past budget + grace, and was let finish
 
 
 def test_campaign_in_worker_processes_matches_the_cells_run_in_process(tmp_path) -> None:
