@@ -54,23 +54,23 @@ def sweep_variants(n: int, dtype_name: str):
                       {"online_programs_per_sm": pps, "stream_block": bs, "stream_warps": w})
                      for pps, bs, w in ((1, 4096, 8), (2, 4096, 8), (4, 4096, 8), (1, 8192, 16), (2, 8192, 16))]
     if n > 16384:
-        # L2 eviction hints on the two-sweep schedules (first sweep kept, second dropped);
-        # the default takes them except on the precise float32 path
-        variants += [("hints_on", {}, {"l2_hints": True}), ("hints_off", {}, {"l2_hints": False})]
+        # L2 eviction hints on the two-sweep schedules (first sweep kept, second dropped): the
+        # default takes them except on the precise float32 path, so each variant flips it
         if dtype_name == "fp32":
-            variants += [("fast_hints_on", {"precise": False}, {"l2_hints": True}),
+            variants += [("hints_on", {}, {"l2_hints": True}),
                          ("fast_hints_off", {"precise": False}, {"l2_hints": False})]
+        else:
+            variants.append(("hints_off", {}, {"l2_hints": False}))
     if n >= 8192:
-        variants.append(("coop_off", {}, off))
+        if n <= 16384:  # longer rows never take the cooperative schedule by default
+            variants.append(("coop_off", {}, off))
         # chunk width x warps of the cooperative schedule (default 8192 x 16); 16384 spills
         # registers at 16 warps when compiled for sm_90, hence 32 warps there
         variants += [(f"coop_c{c}_w{w}", {}, {"cooperative": True, "coop_chunk": c, "coop_warps": w})
                      for c, w in ((4096, 8), (4096, 16), (8192, 8), (8192, 16), (8192, 32), (16384, 32))]
     if dtype_name == "fp32":
         variants.append(("fast", {"precise": False}, {}))
-        if n > 16384:
-            variants.append(("fast_coop_off", {"precise": False}, off))
-        elif n >= 8192:
+        if 8192 <= n <= 16384:
             variants.append(("fast_coop", {"precise": False}, {"cooperative": True}))
     return variants
 

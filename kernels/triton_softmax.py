@@ -159,7 +159,7 @@ def _softmax_rows_kernel(
 
 
 @triton.jit
-def _span_stats(x_row, lo, hi, BLOCK_N: tl.constexpr, PRECISE: tl.constexpr, KEEP: tl.constexpr = ""):
+def _span_stats(x_row, lo, hi, BLOCK_N: tl.constexpr, PRECISE: tl.constexpr, KEEP: tl.constexpr):
     """(m, l) of x_row[lo:hi]: m the maximum, l = sum exp(x - safe_max(m))."""
     offs = tl.arange(0, BLOCK_N)
     m = tl.full([], float("-inf"), tl.float32)
@@ -195,7 +195,7 @@ def _two_sum(a, b, err):
 
 @triton.jit
 def _span_normalize(x_row, y_row, lo, hi, shift, l, BLOCK_N: tl.constexpr, PRECISE: tl.constexpr,
-                    DROP: tl.constexpr = ""):
+                    DROP: tl.constexpr):
     offs = tl.arange(0, BLOCK_N)
     x = tl.load(x_row + lo + offs, mask=lo + offs < hi, other=float("-inf"), eviction_policy=DROP)
     for start in range(lo, hi, BLOCK_N):

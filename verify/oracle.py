@@ -400,6 +400,19 @@ def attention_truth(
 
     o_lo = torch.zeros_like(o)
     lse_lo = torch.zeros_like(lse)
+    # What the fallback does not change, built once for both the fast-path view and the result.
+    fixed = dict(
+        row_status=status,
+        expected_nonfinite=expected_nonfinite,
+        expected_nan=expected_nan,
+        may_be_nonfinite=may_be_nonfinite.expand_as(expected_nonfinite),
+        input_has_nonfinite=bool(q_bad.any() or k_bad.any() or v_bad.any()),
+        visible=vis,
+        target=fmt.name,
+        probs=torch.where(vis, p, torch.zeros_like(p)),
+        shifted=torch.where(vis, d, torch.full_like(d, -math.inf)),
+        abs_scores=abs(scale) * A,
+    )
 
     def assemble(o, o_lo, bound_o, c_low, lse, lse_lo, bound_lse, refined, uncertified) -> AttentionTruth:
         zero = torch.zeros_like(o)
@@ -411,23 +424,8 @@ def attention_truth(
         lse = torch.where(status == ROW_NONFINITE, torch.full_like(lse, math.nan), lse)
         bound_lse = torch.where(status == ROW_FINITE, bound_lse, torch.zeros_like(bound_lse))
         c_low = torch.where(torch.isnan(o), zero, c_low)
-        return AttentionTruth(
-            out=Certified(o, o_lo, bound_o),
-            cond=c_low,
-            lse=Certified(lse, lse_lo, bound_lse),
-            row_status=status,
-            expected_nonfinite=expected_nonfinite,
-            expected_nan=expected_nan,
-            may_be_nonfinite=may_be_nonfinite.expand_as(expected_nonfinite),
-            input_has_nonfinite=bool(q_bad.any() or k_bad.any() or v_bad.any()),
-            visible=vis,
-            fallback_rows=refined,
-            uncertified_rows=uncertified,
-            target=fmt.name,
-            probs=torch.where(vis, p, torch.zeros_like(p)),
-            shifted=torch.where(vis, d, torch.full_like(d, -math.inf)),
-            abs_scores=abs(scale) * A,
-        )
+        return AttentionTruth(out=Certified(o, o_lo, bound_o), cond=c_low, lse=Certified(lse, lse_lo, bound_lse),
+                              fallback_rows=refined, uncertified_rows=uncertified, **fixed)
 
     if callable(fallback_only):
         fast = assemble(o, o_lo, bound_o, c_low, lse, lse_lo, bound_lse, torch.zeros_like(undecided), undecided)
