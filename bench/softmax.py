@@ -61,6 +61,18 @@ def sweep_variants(n: int, dtype_name: str):
                          ("fast_hints_off", {"precise": False}, {"l2_hints": False})]
         else:
             variants.append(("hints_off", {}, {"l2_hints": False}))
+    if n > 16384:
+        # per-lane running statistics in the first sweep (fast exponential only: float32
+        # variants take the fast path), over launch shapes of the online and split schedules
+        fast, tag = ({"precise": False}, "fast_lanes") if dtype_name == "fp32" else ({}, "lanes")
+        lanes = {"lane_stats": True}
+        variants.append((tag, fast, lanes))
+        for bs, w in ((4096, 8), (4096, 16), (8192, 16), (8192, 32), (16384, 32)):
+            variants += [(f"{tag}_chunks{nc}_b{bs}_w{w}", {**fast, "num_chunks": nc},
+                          {**lanes, "stream_block": bs, "stream_warps": w}) for nc in (8, 16, 32)]
+            variants += [(f"{tag}_pps{pps}_b{bs}_w{w}", {**fast, "num_chunks": 1},
+                          {**lanes, "online_programs_per_sm": pps, "stream_block": bs, "stream_warps": w})
+                         for pps in (1, 2, 3)]
     if n >= 8192:
         if n <= 16384:  # longer rows never take the cooperative schedule by default
             variants.append(("coop_off", {}, off))
@@ -106,7 +118,8 @@ def bench_case(dtype_name: str, n: int, total: int, sweep: bool, warmup: float, 
     if dtype_name == "fp32" and not sweep:
         variants.append(("fast", {"precise": False}, {}))  # the triton-softmax-fast target
     if only:
-        variants = [v for v in variants if v[0] == "auto" or any(k in v[0] for k in only)]
+        variants = [v for v in variants if v[0] == "auto"
+                    or any(v[0] == k[1:] if k.startswith("=") else k in v[0] for k in only)]
     defaults = dict(triton_softmax.TUNING)
     for label, kw, tuning in variants:
         triton_softmax.TUNING.update(tuning)
@@ -138,7 +151,10 @@ def main(argv=None) -> int:
     p.add_argument("--elements", type=int, default=1 << 26, help="elements per input (rows = elements // N)")
     p.add_argument("--sweep", action="store_true", help="also time schedule variants")
     p.add_argument("--variants", default="", help="with --sweep: only variants whose label contains one of "
-                   "these comma-separated strings (e.g. coop,fast); 'auto' is always timed")
+                   "these comma-separated strings (e.g. coop,fast), or whose label is one given as =label; "
+                   "'auto' is always timed")
+    p.add_argument("--rounds", type=int, default=1, help="time every case this many times, each on a fresh "
+                   "input allocation (results swing between allocations: see BENCHMARKS.md)")
     p.add_argument("--warmup", type=float, default=25.0, help="do_bench warm-up, ms")
     p.add_argument("--rep", type=float, default=100.0, help="do_bench measuring time, ms")
     args = p.parse_args(argv)
@@ -155,8 +171,10 @@ def main(argv=None) -> int:
     rows = []
     for dtype_name in args.dtypes.split(","):
         for n in (int(s) for s in args.ns.split(",")):
-            rows += bench_case(dtype_name, n, args.elements, args.sweep, args.warmup, args.rep,
-                               [v for v in args.variants.split(",") if v])
+            for r in range(args.rounds):
+                got = bench_case(dtype_name, n, args.elements, args.sweep, args.warmup, args.rep,
+                                 [v for v in args.variants.split(",") if v])
+                rows += [dict(row, round=r) for row in got]
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps({"environment": env, "results": rows}, indent=1))

@@ -6,9 +6,10 @@ Four schedules compute the same function:
   one read, one write.
 * **online, one program per row** -- longer rows are streamed in blocks while a
   running maximum ``m`` and running sum ``l`` are kept; when the maximum grows,
-  ``l`` is rescaled by ``exp(m_old - m_new)``.  A second sweep normalizes; it
-  re-reads the row, mostly from L2: a persistent grid keeps only as many rows in
-  flight as fit in half the L2.
+  ``l`` is rescaled by ``exp(m_old - m_new)``.  On the fast float32 path each lane
+  keeps its own ``(m, l)`` and the lanes merge once per row (``_span_stats_lanes``).
+  A second sweep normalizes; it re-reads the row, mostly from L2: a persistent grid
+  keeps only as many rows in flight as fit in half the L2.
 * **split rows** -- when there are too few rows to fill the GPU, each row is cut
   into chunks: one kernel writes ``(m, l)`` per chunk, a second merges a row's
   chunk statistics and normalizes its chunk.
@@ -35,6 +36,7 @@ import triton
 import triton.language as tl
 
 from kernels.triton_support import (
+    LOG2E,
     check_device,
     check_dtype,
     divide_rn,
@@ -80,11 +82,13 @@ SCHEDULES = ("rows", "online", "split", "cooperative")
 #: rows and under the interpreter).  ``coop_chunk`` / ``coop_warps``: its chunk width and
 #: warps; ``coop_groups``: at most this many groups (rows in flight).  ``rows_block_r``:
 #: rows per program of the single-pass kernel.  ``l2_hints``: L2 eviction hints on the online
-#: and split schedules (None: on except for the precise float32 path).
+#: and split schedules (None: on except for the precise float32 path).  ``lane_stats``: per-lane
+#: running statistics in their first sweep (never on the precise float32 path; None: on for
+#: the fast float32 path only).
 TUNING: dict = {"rows_warps": None, "stream_warps": None, "stream_block": None,
                 "online_programs_per_sm": None, "rows_block_r": None,
                 "cooperative": None, "coop_chunk": None, "coop_warps": None, "coop_groups": None,
-                "l2_hints": None}
+                "l2_hints": None, "lane_stats": None}
 
 
 def _tuned(key: str, default):
@@ -187,6 +191,45 @@ def _span_stats(x_row, lo, hi, BLOCK_N: tl.constexpr, PRECISE: tl.constexpr, KEE
 
 
 @triton.jit
+def _span_stats_lanes(x_row, lo, hi, BLOCK_N: tl.constexpr, KEEP: tl.constexpr):
+    """(m, l) of x_row[lo:hi] as _span_stats computes them, for the fast exponential only, with
+    running statistics per lane: lane j keeps (m_j, l_j) over the elements j, j + BLOCK_N, ...
+    and the lanes are merged once at the end.
+
+    _span_stats reduces every block across the program (a max, then a sum: two barriers per
+    block), so all warps wait for the slowest load; here the loop has no cross-lane step and
+    one exponential per element: with d = x - m_j, e = exp(-|d|) is exp(m_j - x) when x is
+    the new maximum (l_j <- l_j e + 1) and exp(x - m_j) otherwise (l_j <- l_j + e).
+
+    A lane starts at m_j = -FLT_MAX, l_j = 0, not -inf, so d is never -inf - (-inf):
+    an -inf element gives e = 0; the first finite one gives d > 0 (or +inf, e = 0) and
+    l_j = 1.  NaN makes e, hence l_j, NaN; +inf makes m_j = +inf and the merge's weight
+    exp(m_j - shift) = exp(inf - inf) NaN.  A lane that saw a finite element has l_j >= 1,
+    so l = 0 exactly when the span is all -inf, which then reports m = -inf.
+
+    Error: each l_j is a sequential sum of (hi - lo) / BLOCK_N terms, each rescale one more
+    rounding, against log2(BLOCK_N) for a tree: a few ulp of float32 either way, far below
+    a 16-bit output's rounding and within the fast float32 path's tolerance.
+    """
+    offs = tl.arange(0, BLOCK_N)
+    m = tl.full([BLOCK_N], -3.4028234663852886e38, tl.float32)
+    l = tl.zeros([BLOCK_N], tl.float32)
+    x = tl.load(x_row + lo + offs, mask=lo + offs < hi, other=float("-inf"), eviction_policy=KEEP)
+    for start in range(lo + BLOCK_N, hi + BLOCK_N, BLOCK_N):
+        cols = start + offs
+        x_next = tl.load(x_row + cols, mask=cols < hi, other=float("-inf"), eviction_policy=KEEP)
+        xf = x.to(tl.float32)
+        d = xf - m
+        e = tl.exp2(tl.abs(d) * -LOG2E)
+        l = tl.where(d > 0.0, tl.fma(l, e, 1.0), l + e)
+        m = tl.maximum(m, xf)
+        x = x_next
+    m_span = tl.max(m, axis=0)
+    l_span = tl.sum(l * exp_diff_fast(m, m_span), axis=0)
+    return tl.where(l_span == 0.0, float("-inf"), m_span), l_span
+
+
+@triton.jit
 def _two_sum(a, b, err):
     s = a + b
     bv = s - a
@@ -211,14 +254,17 @@ def _span_normalize(x_row, y_row, lo, hi, shift, l, BLOCK_N: tl.constexpr, PRECI
 def _softmax_online_kernel(
     X, Y, LSE, n_rows, n_cols, stride_xr, stride_yr,
     BLOCK_N: tl.constexpr, PRECISE: tl.constexpr, WRITE_Y: tl.constexpr, WRITE_LSE: tl.constexpr,
-    KEEP: tl.constexpr, DROP: tl.constexpr,
+    KEEP: tl.constexpr, DROP: tl.constexpr, LANES: tl.constexpr,
 ):
     # Persistent: a fixed number of programs walk the rows, so only that many rows are
     # in flight and the normalizing sweep finds its row still in L2.
     for row in range(tl.program_id(0), n_rows, tl.num_programs(0)):
         row64 = tl.zeros([], tl.int64) + row  # 64-bit offsets (row is a plain int when interpreted)
         x_row = X + row64 * stride_xr
-        m, l = _span_stats(x_row, 0, n_cols, BLOCK_N, PRECISE, KEEP)
+        if LANES:
+            m, l = _span_stats_lanes(x_row, 0, n_cols, BLOCK_N, KEEP)
+        else:
+            m, l = _span_stats(x_row, 0, n_cols, BLOCK_N, PRECISE, KEEP)
         shift = safe_max(m)
         if WRITE_Y:
             _span_normalize(x_row, Y + row64 * stride_yr, 0, n_cols, shift, l, BLOCK_N, PRECISE, DROP)
@@ -229,13 +275,17 @@ def _softmax_online_kernel(
 @triton.jit
 def _softmax_partial_kernel(
     X, STATS, n_cols, stride_xr, chunk, n_chunks,
-    BLOCK_N: tl.constexpr, PRECISE: tl.constexpr, KEEP: tl.constexpr,
+    BLOCK_N: tl.constexpr, PRECISE: tl.constexpr, KEEP: tl.constexpr, LANES: tl.constexpr,
 ):
     pid = tl.program_id(0)
     row = pid // n_chunks
     lo = (pid % n_chunks) * chunk
     hi = tl.minimum(lo + chunk, n_cols)
-    m, l = _span_stats(X + row.to(tl.int64) * stride_xr, lo, hi, BLOCK_N, PRECISE, KEEP)
+    x_row = X + row.to(tl.int64) * stride_xr
+    if LANES:
+        m, l = _span_stats_lanes(x_row, lo, hi, BLOCK_N, KEEP)
+    else:
+        m, l = _span_stats(x_row, lo, hi, BLOCK_N, PRECISE, KEEP)
     tl.store(STATS + 2 * pid, m)
     tl.store(STATS + 2 * pid + 1, l)
 
@@ -479,6 +529,7 @@ class _Plan(NamedTuple):
     chunk: int = 0  # split: columns per chunk
     num_chunks: int = 1  # split, cooperative: programs per row
     groups: int = 0  # cooperative: rows in flight
+    lanes: bool = False  # online, split: per-lane statistics in the first sweep
 
 
 def _wants_cooperative(n_cols: int, dtype: torch.dtype, precise: bool) -> bool:
@@ -539,26 +590,43 @@ def _plan(n_rows: int, n_cols: int, dtype: torch.dtype, sms: int, interpreted: b
         online = n_rows >= 2 * sms
     else:
         online = int(num_chunks) <= 1
+    # The fast float32 path streams with per-lane statistics (_span_stats_lanes); the
+    # precise path cannot (its exponential is not the fast one); 16-bit inputs were level
+    # or slower with them on the H200 (BENCHMARKS.md, fifth session).
+    fast32 = dtype == torch.float32 and not precise
+    lanes = bool(_tuned("lane_stats", fast32)) and not precise
     # Measured on an H200: wide blocks for the one-program-per-row sweep, narrower chunks
     # (more programs) for split rows.
     default_stream = ONLINE_BLOCK if online else STREAM_BLOCK
     stream = min(block, TUNING["stream_block"] or default_stream) if block_size is None else block
     stream = min(stream, n_pow2)
-    num_warps = TUNING["stream_warps"] or (16 if stream >= 8192 else 8 if stream >= 2048 else 4)
+    # Lanes hold two float32 statistics per block element: 8 elements a thread keeps them in
+    # ~45 registers (8192 at 32 warps, 4096 at 16), where 16 a thread needed ~78.
+    warps = (32 if stream >= 8192 else 16 if stream >= 2048 else 4) if lanes else \
+        (16 if stream >= 8192 else 8 if stream >= 2048 else 4)
+    num_warps = TUNING["stream_warps"] or warps
     n_blocks = triton.cdiv(n_cols, stream)
     if num_chunks is None:
-        num_chunks = 1 if online else min(n_blocks, triton.cdiv(4 * sms, n_rows))
+        # Split rows into enough programs for ~16 a SM: with few, the SMs' shares of programs
+        # differ by one, a large fraction (N = 1M, 64 rows, 9 chunks: 4.4 programs a SM, so 5
+        # on some; the precise float32 path ran at 44% of copy bandwidth there, 50% with 32).
+        num_chunks = 1 if online else min(n_blocks, triton.cdiv(16 * sms, n_rows))
     num_chunks = max(1, min(int(num_chunks), n_blocks))
 
     if num_chunks == 1:
-        # Enough programs to cover the GPU, few enough that their rows fit in half the L2.
+        # Enough programs to cover the GPU twice (one SM's programs hide each other's
+        # latency) when their rows fit in the L2, else once; few enough that the rows in
+        # flight fit in half the L2.  16-bit rows of 65536: 195 -> 264 programs, 72% -> 75%.
         row_bytes = n_cols * torch.finfo(dtype).bits // 8
+        floor = 2 * sms if 2 * sms * row_bytes <= l2_bytes else sms
         programs = TUNING["online_programs_per_sm"] and TUNING["online_programs_per_sm"] * sms
-        programs = programs or min(4 * sms, max(sms, l2_bytes // (2 * row_bytes)))
-        return _Plan("online", block=stream, num_warps=num_warps, programs=max(1, min(n_rows, programs)))
+        programs = programs or min(4 * sms, max(floor, l2_bytes // (2 * row_bytes)))
+        return _Plan("online", block=stream, num_warps=num_warps, programs=max(1, min(n_rows, programs)),
+                     lanes=lanes)
 
     chunk = triton.cdiv(n_blocks, num_chunks) * stream
-    return _Plan("split", block=stream, num_warps=num_warps, chunk=chunk, num_chunks=triton.cdiv(n_cols, chunk))
+    return _Plan("split", block=stream, num_warps=num_warps, chunk=chunk, num_chunks=triton.cdiv(n_cols, chunk),
+                 lanes=lanes)
 
 
 def schedule_for(n_rows: int, n_cols: int, dtype: torch.dtype, device: torch.device | str | None = None, *,
@@ -613,13 +681,14 @@ def _launch(x2: torch.Tensor, y2: torch.Tensor | None, lse: torch.Tensor | None,
     elif plan.name == "online":
         _softmax_online_kernel[(plan.programs,)](
             x2, y_arg, lse_arg, n_rows, n_cols, x2.stride(0), stride_y, BLOCK_N=plan.block, **flags, **hints,
+            LANES=plan.lanes,
         )
     elif plan.name == "split":
         stats = torch.empty((n_rows * plan.num_chunks * 2,), device=x2.device, dtype=torch.float32)
         grid = (n_rows * plan.num_chunks,)
         _softmax_partial_kernel[grid](
             x2, stats, n_cols, x2.stride(0), plan.chunk, plan.num_chunks,
-            BLOCK_N=plan.block, PRECISE=precise, num_warps=plan.num_warps, KEEP=hints["KEEP"],
+            BLOCK_N=plan.block, PRECISE=precise, num_warps=plan.num_warps, KEEP=hints["KEEP"], LANES=plan.lanes,
         )
         _softmax_finish_kernel[grid](
             x2, y_arg, lse_arg, stats, n_cols, x2.stride(0), stride_y, plan.chunk, plan.num_chunks,
@@ -665,7 +734,7 @@ def softmax(x: torch.Tensor, *, return_lse: bool = False, block_size: int | None
     ``1 / l`` are float64: the single-pass accuracy.
     16-bit outputs are the float32 result rounded once.
     ``precise=False`` (float32 only) uses the hardware ``exp2`` of ``(x - m) log2(e)``, a plain
-    tree sum and ``p * (1 / l)``: a few ulp, growing with ``|x - m|`` (the rounding of the
+    tree sum (streamed rows: per-lane running sums, merged once) and ``p * (1 / l)``: a few ulp, growing with ``|x - m|`` (the rounding of the
     argument), still within the suite's float32 tolerance; it is what makes float32 rows of
     16k elements bandwidth-bound on an H200 (BENCHMARKS.md).
 

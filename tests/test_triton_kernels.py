@@ -264,6 +264,42 @@ def test_softmax_errors():
 # ---------------------------------------------------------------------------- attention
 
 
+# The suite's own property search, pointed at the streamed schedules: blocks of 16 make
+# CPU-sized rows cross many block (and chunk) boundaries.  "lanes" is the per-lane first
+# sweep (_span_stats_lanes), the default of the fast float32 path, here also forced on
+# float16 (off by default there).
+STREAMED = {"online": {"block_size": 16, "num_chunks": 1}, "split": {"block_size": 16, "num_chunks": 3}}
+STREAMED_PATHS = {"precise": (True, None, ("float16", "float32")),
+                  "fast": (False, None, ("float32",)),
+                  "lanes-16bit": (True, True, ("float16",))}
+
+
+@pytest.mark.parametrize("path", list(STREAMED_PATHS))
+@pytest.mark.parametrize("schedule", list(STREAMED))
+def test_streamed_schedules_pass_the_suites_search(schedule, path, tuning):
+    from kernels.registry import Target
+    from verify import search
+    from verify.capabilities import Capabilities
+
+    precise, lanes, dtypes = STREAMED_PATHS[path]
+    tuning["lane_stats"] = lanes
+    kw = STREAMED[schedule]
+    assert schedule_for(4, 100, torch.float32, DEVICE, **kw) == schedule
+
+    def fn(x):
+        return softmax(x, precise=precise, **kw)
+
+    target = Target(f"triton-softmax-{schedule}-{path}", "softmax", fn,
+                    Capabilities(dtypes=dtypes, devices=(DEVICE,), max_length=1024),
+                    "the Triton softmax forced onto one streamed schedule", kind="triton")
+    opts = search.CheckOptions(device=DEVICE, max_examples=30, seed=20261129, compare_naive=False,
+                               artifact_dir=".flashverify/test-artifacts")
+    cells = search.check_target(target, opts)
+    for c in cells:
+        assert c.status == "passed" and c.examples > 0, (c.dtype, c.violation and c.violation.one_line(),
+                                                         c.counterexample)
+
+
 def qkv(b, hq, hkv, nq, nk, d, dtype=torch.float32):
     return randn(b, hq, nq, d, dtype=dtype), randn(b, hkv, nk, d, dtype=dtype), randn(b, hkv, nk, d, dtype=dtype)
 
