@@ -1,4 +1,4 @@
-"""Root pytest configuration: Hypothesis profiles and the gpu marker's skip rule.
+"""Root pytest configuration: Hypothesis profiles, the gpu marker's skip rule, fuzz workers' GPU pinning.
 
 Profiles (choose with ``--hypothesis-profile NAME``):
   dev      default locally: moderate examples, random seeds, local example database.
@@ -17,6 +17,15 @@ from __future__ import annotations
 
 import os
 
+from verify.fuzz import GPUS_ENV, open_database, xdist_worker_gpu  # stdlib only: nothing touches CUDA
+
+# `python -m verify fuzz --engine pytest` on cuda: xdist worker gwK pins itself to one GPU of
+# $FLASHVERIFY_FUZZ_GPUS.  CUDA reads CUDA_VISIBLE_DEVICES once, when first initialised, and
+# torch.cuda.is_available() below initialises it, so this comes first of all.
+_fuzz_gpu = xdist_worker_gpu(os.environ.get("PYTEST_XDIST_WORKER"), os.environ.get(GPUS_ENV))
+if _fuzz_gpu is not None:
+    os.environ["CUDA_VISIBLE_DEVICES"] = _fuzz_gpu
+
 # The CPU tier runs our Triton kernels under the interpreter.  It must be set
 # before triton is first imported, which is why it lives at the very top.
 if os.environ.get("FLASHVERIFY_NO_INTERPRET") != "1":
@@ -30,8 +39,6 @@ if os.environ.get("FLASHVERIFY_NO_INTERPRET") != "1":
 
 import pytest
 from hypothesis import HealthCheck, Phase, settings
-
-from verify.fuzz import open_database
 
 _common = dict(
     deadline=None,

@@ -4,6 +4,10 @@ CPU, about 2 min with -n 2 on the 2-core machine (the two Redis round trips and 
 fuzz runs are most of it).  The HypoFuzz tests skip when hypofuzz (the optional ``fuzz``
 extra) is not installed; the real-Redis test skips when no ``redis-server`` is on PATH.
 
+The multi-GPU plumbing (``--gpus``, children and xdist workers pinned with
+CUDA_VISIBLE_DEVICES) is tested without a GPU: its choices are pure functions, and the
+pinning is observed in the environment of real child processes.
+
 The corpus replay (``test_corpus_entry_replays``) is a normal CI test: every counterexample
 the nightly fuzzer ever committed to ``tests/corpus`` is re-checked on every run.
 """
@@ -28,8 +32,8 @@ import hypothesis
 import pytest
 from hypothesis.internal.reflection import function_digest
 
-from verify.fuzz import (DEFAULT_CORPUS, corpus_entry, load_corpus, read_property_results, replay_entry,
-                         write_corpus_entry)
+from verify.fuzz import (DEFAULT_CORPUS, FuzzUsageError, corpus_entry, load_corpus, pick_gpu, read_property_results,
+                         replay_entry, resolve_gpus, throughput, write_corpus_entry, xdist_worker_gpu)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -70,6 +74,9 @@ def test_fuzz_correct_target_writes_report_with_coverage(tmp_path: Path) -> None
         assert d["max_ratio"] <= 1 and d["worst_case"]
     assert not (tmp_path / "corpus").exists() or not list((tmp_path / "corpus").iterdir())
     assert (tmp_path / "rep" / "summary.md").exists()
+    assert doc["options"]["workers"] == 1 and doc["options"]["gpus"] == [] and t["gpu"] is None  # cpu defaults
+    assert doc["throughput"]["examples"] == t["examples"] and doc["throughput"]["examples_per_gpu"] == {
+        "cpu": t["examples"]}
 
 
 def test_fuzz_named_mutant_adds_corpus_file_and_exits_1(tmp_path: Path) -> None:
@@ -139,6 +146,9 @@ def test_crashing_target_is_reported_as_crashed(tmp_path: Path) -> None:
 @pytest.mark.parametrize("args, needle", [
     (["--hours", "0", "--targets", "torch.softmax"], "positive"),
     (["--hours", "0.001", "--targets", "no-such-target"], "no-such-target"),
+    (["--hours", "0.001", "--targets", "torch.softmax", "--device", "cpu", "--gpus", "0"],
+     "--gpus 0 needs --device cuda"),
+    (["--hours", "0.001", "--targets", "torch.softmax", "--device", "cpu", "--workers", "0"], "at least 1"),
 ])
 def test_bad_arguments_exit_2(tmp_path: Path, args: list[str], needle: str, capsys) -> None:
     from verify.cli import main
@@ -170,6 +180,10 @@ def test_fuzz_pytest_engine_reports_every_property_within_a_short_run(tmp_path: 
     t = doc["targets"]["torch.softmax"]
     assert set(t["pytest"]) == {"float16", "float32"} and t["pytest_examples"] > 0
     assert sum(t["coverage"].values()) > 0  # the pytest engine's examples count towards coverage
+    lines = [json.loads(line) for line in (rep / "pytest-properties.jsonl").read_text().splitlines()]
+    assert {(r["worker"], r["gpu"]) for r in lines} == {("gw0", None)}  # one xdist worker (cpu default), no GPU
+    assert all(p["workers"] == ["gw0"] and p["examples_by_gpu"] == {"cpu": p["examples"]} for p in t["pytest"].values())
+    assert doc["throughput"]["pytest_examples"] == t["pytest_examples"] == doc["throughput"]["examples"]
     assert "pytest engine" in (rep / "summary.md").read_text()
     assert 'tests="2"' in (rep / "pytest-junit-1.xml").read_text()
 
@@ -214,7 +228,7 @@ def test_pytest_engine_keeps_starting_sessions_until_the_deadline(tmp_path: Path
     monkeypatch.setattr(vf.subprocess, "Popen", Finished)
     monkeypatch.setattr(vf, "PYTEST_MIN_SESSION_S", 0.5)
     eng = vf._PytestEngine(tmp_path, [get_target("torch.softmax")], "cpu", str(tmp_path / "db"), tmp_path / "c",
-                           1, True, None, time.time() + 2.0, log=lambda m: None)
+                           1, [], True, None, time.time() + 2.0, log=lambda m: None)
     eng.finish(5.0, vf._Stop())
     info = eng.info()
     assert len(info["sessions"]) >= 3 and len(budgets) == len(info["sessions"])
@@ -226,13 +240,13 @@ def test_property_results_fold_over_sessions(tmp_path: Path) -> None:
     path = tmp_path / "r.jsonl"
     rows = [
         dict(nodeid="n1", target="t", dtype="float32", outcome="passed", stopped_by="budget", seconds=2.0,
-             examples=10, max_ratio=0.5, worst_case="a", features={"len:1": 3}),
+             examples=10, max_ratio=0.5, worst_case="a", features={"len:1": 3}, worker="gw1", gpu="5"),
         dict(nodeid="n1", target="t", dtype="float32", outcome="interrupted", stopped_by="interrupted", seconds=1.0,
-             examples=5, max_ratio=0.7, worst_case="b", features={"len:1": 1, "mask:none": 5}),
+             examples=5, max_ratio=0.7, worst_case="b", features={"len:1": 1, "mask:none": 5}, worker="gw0", gpu="4"),
         dict(nodeid="n2", target="t", dtype="float16", outcome="passed", stopped_by="max_examples", seconds=1.0,
-             examples=4, max_ratio=0.1, worst_case="c", features={}),
+             examples=4, max_ratio=0.1, worst_case="c", features={}, worker="gw0", gpu=None),
         dict(nodeid="n2", target="t", dtype="float16", outcome="failed", stopped_by="failure", seconds=1.0,
-             examples=2, max_ratio=3.0, worst_case="d", features={}, violation="boom"),
+             examples=2, max_ratio=3.0, worst_case="d", features={}, violation="boom", worker="gw0", gpu=None),
     ]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"cut by a ki')
     props = read_property_results(path)
@@ -241,6 +255,187 @@ def test_property_results_fold_over_sessions(tmp_path: Path) -> None:
     assert props["n1"]["features"] == {"len:1": 4, "mask:none": 5}
     assert props["n1"]["stopped_by"] == {"budget": 1, "interrupted": 1}
     assert props["n2"]["outcome"] == "failed" and props["n2"]["violation"] == "boom"
+    assert props["n1"]["workers"] == ["gw0", "gw1"] and props["n1"]["examples_by_gpu"] == {"5": 10, "4": 5}
+    assert props["n2"]["workers"] == ["gw0"] and props["n2"]["examples_by_gpu"] == {"cpu": 6}
+
+
+# ----------------------------------------------------------------- several GPUs (tested without one)
+
+
+@pytest.mark.parametrize("spec, device, count, visible, want", [
+    (None, "cuda", 4, None, ["0", "1", "2", "3"]),  # the default on cuda: every GPU
+    ("all", "cuda", 2, None, ["0", "1"]),
+    ("2,0", "cuda", 3, None, ["2", "0"]),
+    (" 1 ", "cuda", 2, None, ["1"]),
+    (None, "cuda", 2, "3,5", ["3", "5"]),  # indices into CUDA_VISIBLE_DEVICES, mapped to its entries
+    ("1", "cuda", 2, "3, 5", ["5"]),
+    ("0", "cuda", 1, "GPU-8f1c", ["GPU-8f1c"]),  # UUIDs pass through
+    (None, "cuda:1", 2, "6,7", ["7"]),  # --device cuda:K is --gpus K
+    (None, "cpu", 0, "0", []),
+])
+def test_resolve_gpus(spec: str | None, device: str, count: int, visible: str | None, want: list[str]) -> None:
+    assert resolve_gpus(spec, device, count, visible) == want
+
+
+@pytest.mark.parametrize("spec, device, count, visible, needle", [
+    ("0", "cpu", 0, None, "--gpus 0 needs --device cuda"),
+    ("all", "cpu", 2, None, "--gpus all needs --device cuda"),
+    ("2", "cuda", 2, None, "there is no GPU 2; torch sees 2 GPU(s), indices 0..1"),
+    ("1", "cuda", 2, "4,5,6", None),  # control: in range
+    ("2", "cuda", 2, "4,5", "(the entries of CUDA_VISIBLE_DEVICES=4,5)"),
+    (None, "cuda:3", 2, None, "--device cuda:3: there is no GPU 3"),
+    ("0,x", "cuda", 2, None, "neither 'all' nor a comma-separated list"),
+    ("0,,1", "cuda", 2, None, "neither 'all' nor a comma-separated list"),
+    ("-1", "cuda", 2, None, "neither 'all' nor a comma-separated list"),
+    ("", "cuda", 2, None, "neither 'all' nor a comma-separated list"),
+    ("1,1", "cuda", 2, None, "GPU 1 is listed more than once"),
+    ("0", "cuda:1", 2, None, "both choose GPUs"),
+    (None, "cuda:x", 2, None, "--device must be"),
+    (None, "cuda", 0, None, "torch sees no CUDA device"),
+    (None, "cuda", 3, "0,1", "CUDA_VISIBLE_DEVICES=0,1 lists 2 device(s) but torch sees 3"),
+])
+def test_resolve_gpus_rejects_bad_input(spec: str | None, device: str, count: int, visible: str | None,
+                                        needle: str | None) -> None:
+    if needle is None:
+        assert resolve_gpus(spec, device, count, visible) == ["5"]
+        return
+    with pytest.raises(FuzzUsageError) as e:
+        resolve_gpus(spec, device, count, visible)
+    assert needle in str(e.value)
+
+
+@pytest.mark.parametrize("running, want", [
+    ([], "0"),  # all idle: the lowest index
+    (["0"], "1"),
+    (["0", "1"], "2"),
+    (["2", "0", "1"], "0"),  # a tie again
+    (["1", "1", "2", "0"], "0"),  # 0 and 2 tie below 1
+    (["0", "0", "1", "2"], "1"),
+])
+def test_pick_gpu_takes_the_least_loaded_then_the_lowest_index(running: list[str], want: str) -> None:
+    assert pick_gpu(["0", "1", "2"], running) == want
+
+
+def test_pick_gpu_spreads_children_over_all_gpus() -> None:
+    running: list[str] = []
+    for _ in range(5):
+        running.append(pick_gpu(["3", "5"], running))
+    assert running == ["3", "5", "3", "5", "3"]
+
+
+@pytest.mark.parametrize("worker, gpus, want", [
+    ("gw0", "4,6", "4"), ("gw1", "4,6", "6"), ("gw2", "4,6", "4"), ("gw7", " 4, 6 ", "6"),
+    ("gw3", "GPU-a", "GPU-a"),
+    ("gw0", None, None), ("gw0", "", None),  # no GPU list: leave CUDA_VISIBLE_DEVICES alone
+    (None, "4,6", None), ("main", "4,6", None),  # the xdist controller, or no xdist
+])
+def test_xdist_worker_gpu(worker: str | None, gpus: str | None, want: str | None) -> None:
+    assert xdist_worker_gpu(worker, gpus) == want
+
+
+def test_verify_fuzz_imports_only_the_standard_library() -> None:
+    """A spawned child imports verify.fuzz before _child_main pins its GPU: that import must not reach CUDA."""
+    script = ("import sys, verify.fuzz; "
+              "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'triton', 'numpy', 'hypothesis', "
+              "'kernels', 'strategies')))")
+    r = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=_env(), capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0 and r.stdout.strip() == "[]", r.stdout + r.stderr
+
+
+def test_child_pins_its_gpu_and_records_it(tmp_path: Path, monkeypatch) -> None:
+    """A real spawned _child_main (on cpu, deadline already past) sets CUDA_VISIBLE_DEVICES to its GPU."""
+    import multiprocessing as mp
+    import pickle
+
+    import verify.fuzz as vf
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "7")  # inherited by the child, which must replace it
+    state = tmp_path / "state.pkl"
+    now = time.time()
+    p = mp.get_context("spawn").Process(target=vf._child_main, args=(
+        "torch.softmax", None, "cpu", ["float32"], now - 1, now, str(state), str(tmp_path / "corpus"), None,
+        str(tmp_path / "artifacts"), False, 0, "3"))
+    p.start()
+    p.join(120)
+    assert p.exitcode == 0
+    with open(state, "rb") as f:
+        got = pickle.load(f)
+    assert got["finished"] and got["gpu"] == {"id": "3", "name": None}
+
+
+def test_root_conftest_pins_an_xdist_worker_before_torch_is_imported() -> None:
+    """The root conftest imports torch and asks it for CUDA; a fuzz worker's CUDA_VISIBLE_DEVICES must come first."""
+    script = textwrap.dedent("""
+        import importlib.abc, json, os, sys
+        seen = {}
+        class Spy(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path=None, target=None):
+                if name in ("torch", "triton"):
+                    seen.setdefault(name, os.environ.get("CUDA_VISIBLE_DEVICES"))
+        sys.meta_path.insert(0, Spy())
+        import conftest
+        print(json.dumps({"at_import": seen, "after": os.environ.get("CUDA_VISIBLE_DEVICES")}))
+    """)
+    env = _env(PYTEST_XDIST_WORKER="gw3", FLASHVERIFY_FUZZ_GPUS="4,5", CUDA_VISIBLE_DEVICES="0")
+    r = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout.splitlines()[-1])
+    assert got == {"at_import": {"torch": "5"}, "after": "5"}
+
+
+def test_pytest_engine_hands_the_gpu_list_to_its_workers(tmp_path: Path, monkeypatch) -> None:
+    import verify.fuzz as vf
+    from kernels.registry import get_target
+
+    started: list[tuple[list[str], dict[str, str]]] = []
+
+    class Started:
+        pid = 2**22 + 12345
+
+        def __init__(self, cmd, *, env, **kwargs) -> None:
+            started.append((cmd, env))
+
+    monkeypatch.setattr(vf.subprocess, "Popen", Started)
+    monkeypatch.setenv(vf.GPUS_ENV, "9")  # left over in the caller's environment: never passed on as it is
+    for gpus, want in ((["4", "6"], "4,6"), ([], None)):
+        eng = vf._PytestEngine(tmp_path, [get_target("torch.softmax")], "cuda" if gpus else "cpu", str(tmp_path / "db"),
+                               tmp_path / "c", 3, gpus, True, None, time.time() + 600, log=lambda m: None)
+        eng._start()
+        eng.logf.close()
+        cmd, env = started[-1]
+        assert cmd[cmd.index("-n") + 1] == "3" and env.get(vf.GPUS_ENV) == want
+
+
+def test_throughput_counts_both_engines_per_gpu() -> None:
+    targets = {"a": {"examples": 30, "gpu": {"id": "4", "name": "H"}}, "b": {"examples": 0, "gpu": None},
+               "c": {"examples": 10, "gpu": {"id": "4", "name": "H"}}}
+    props = {"n1": {"examples": 7, "examples_by_gpu": {"6": 5, "4": 2}}}
+    got = throughput(targets, props, 4.0, ["4", "6", "7"])
+    assert got == {"examples": 47, "inprocess_examples": 40, "pytest_examples": 7, "wall_s": 4.0,
+                   "examples_per_s": 11.75, "examples_per_gpu": {"4": 42, "6": 5, "7": 0}}  # an idle GPU shows 0
+    cpu = throughput({"a": {"examples": 3, "gpu": None}}, {"n": {"examples": 2, "examples_by_gpu": {"cpu": 2}}},
+                     1.0, [])
+    assert cpu["examples_per_gpu"] == {"cpu": 5} and cpu["examples_per_s"] == 5.0
+
+
+def test_fuzz_workers_merge_into_one_report(tmp_path: Path) -> None:
+    """Two children at once (--workers 2): report.json and the throughput count the examples of both."""
+    rep = tmp_path / "rep"
+    r = fuzz(tmp_path, "--hours", "0.003", "--targets", "torch.softmax", "ref-online-softmax", "--dtype", "float32",
+             "--workers", "2", "--engine", "inprocess", "--no-shrink", "--report", str(rep))
+    assert r.returncode == 0, r.stdout + r.stderr
+    first_end = next(i for i, line in enumerate(r.stdout.splitlines()) if "(exit code" in line)
+    assert sum("  started " in line for line in r.stdout.splitlines()[:first_end]) == 2, r.stdout  # side by side
+    cells = json.loads((rep / "report.json").read_text())["cells"]
+    doc = json.loads((rep / "fuzz.json").read_text())
+    assert {c["target"] for c in cells} == {"torch.softmax", "ref-online-softmax"}
+    assert all(t["examples"] > 0 and t["gpu"] is None for t in doc["targets"].values())
+    tp = doc["throughput"]
+    assert tp["examples"] == tp["inprocess_examples"] == sum(c["examples"] for c in cells)
+    assert tp["examples_per_gpu"] == {"cpu": tp["examples"]} and tp["pytest_examples"] == 0
+    assert tp["examples_per_s"] == pytest.approx(tp["examples"] / tp["wall_s"], rel=1e-3)
+    assert f"| {tp['examples']} ({tp['examples']} + 0) |" in (rep / "summary.md").read_text()
 
 
 # ----------------------------------------------------------------- the Redis example database

@@ -4,23 +4,36 @@ Two engines share one wall-clock budget:
 
 * ``inprocess`` (always available, writes the report): every target runs in its own
   child process (multiprocessing, spawn), looping ``verify.search.check_cell`` in short
-  rounds, dtype by dtype, until the deadline.  A child that crashes (segfault, CUDA
-  illegal address, abort) is reported as ``crashed`` with its exit code; what it found
-  before the crash is kept (each round is checkpointed to disk).
+  rounds, dtype by dtype, until the deadline; ``--workers`` children run at once.  A child
+  that crashes (segfault, CUDA illegal address, abort) is reported as ``crashed`` with its
+  exit code; what it found before the crash is kept (each round is checkpointed to disk).
+  On cuda each child is pinned to one GPU (``CUDA_VISIBLE_DEVICES``, set before it imports
+  torch): the GPU with the fewest running children, lowest index first.
 * ``pytest`` (needs pytest-xdist): sessions of ``pytest tests/fuzz -m nightly -p xdist -n N
-  --hypothesis-profile nightly``, back to back until the deadline.  Each session gives every
-  property a wall-clock budget (its share of the time left, ``tests/fuzz/conftest.py``
-  stops its generation cleanly when spent), so every property reports within the run;
-  a session still running at the deadline is interrupted (SIGINT).  Output:
+  --hypothesis-profile nightly``, back to back until the deadline.  On cuda the GPU list
+  goes to the session as ``FLASHVERIFY_FUZZ_GPUS`` and xdist worker ``gwK`` pins itself to
+  entry ``K mod len`` of it (the root ``conftest.py``, before torch touches CUDA).  Each
+  session gives every property a wall-clock budget (its share of the time left;
+  ``tests/fuzz/conftest.py`` stops its generation cleanly when spent), so every property
+  reports within the run; a session still running at the deadline is interrupted
+  (SIGINT).  Output:
   ``DIR/pytest.log``, ``DIR/pytest-junit-K.xml`` per session and one JSON line per
   property run in ``DIR/pytest-properties.jsonl``, folded into ``fuzz.json``.
 
 ``--engine auto`` (default) runs both when pytest-xdist is importable, else ``inprocess``.
 
+GPUs (``--device cuda``): ``--gpus all`` (default) or a comma list of indices as torch
+numbers them (``0,2``; with ``CUDA_VISIBLE_DEVICES`` set, indices into that list, mapped
+to its entries); ``--device cuda:K`` means ``--gpus K``.  ``--workers`` defaults to the
+number of GPUs (1 on cpu); more workers than GPUs share them.  ``--gpus`` with
+``--device cpu``, an unknown index or a malformed list is a usage error (exit 2).
+
 Outputs in ``--report DIR``: ``report.json`` (``reports.check_report`` schema, one cell
-per target x dtype, merged over all rounds), ``fuzz.json`` (per target status / exit
-code, worst case per target x dtype with its (elapsed_s, max_ratio) checkpoints, feature
-coverage counts including never-hit features, new corpus files), ``summary.md``.
+per target x dtype of the in-process engine, merged over all rounds and children),
+``fuzz.json`` (per target status / exit code / the GPU its child ran on, worst case per
+target x dtype with its (elapsed_s, max_ratio) checkpoints, feature coverage counts
+including never-hit features, new corpus files, and ``throughput``: examples of both
+engines, wall seconds, examples/s and examples per GPU), ``summary.md``.
 
 Every new counterexample is written to the regression corpus (``tests/corpus`` by
 default; ``--corpus DIR`` or ``$FLASHVERIFY_CORPUS`` elsewhere) as JSON: the case spec,
@@ -28,9 +41,9 @@ the target, the dtype and the violation's one-liner.  ``tests/test_fuzz.py`` rep
 every corpus file in plain CI.
 
 Exit codes: 0 nothing found; 1 a violation or a crashed target; 2 bad arguments
-(including a ``redis://`` database without the ``redis`` package).  SIGINT/SIGTERM stop
-the run gracefully: children are asked to stop, what was found so far is kept and the
-report is still written.
+(including a ``redis://`` database without the ``redis`` package, and bad ``--gpus``).
+SIGINT/SIGTERM stop the run gracefully: children are asked to stop, what was found so far
+is kept and the report is still written.
 """
 
 from __future__ import annotations
@@ -63,6 +76,9 @@ PYTEST_SESSION_OVERHEAD_S = 25.0
 PYTEST_BUDGET_SHARE = 0.85
 PYTEST_MIN_SESSION_S = 30.0
 PYTEST_MIN_PROPERTY_S = 2.0
+# the pytest engine's GPU list (ids for CUDA_VISIBLE_DEVICES, comma-separated), read by each xdist worker
+GPUS_ENV = "FLASHVERIFY_FUZZ_GPUS"
+NO_GPU = "cpu"  # the examples-per-GPU key of work that ran pinned to no GPU
 
 
 class FuzzUsageError(Exception):
@@ -126,6 +142,12 @@ def default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+def _cuda_device_count() -> int:
+    import torch
+
+    return torch.cuda.device_count()
+
+
 def fuzzable_targets(device: str, names: list[str] | None = None, op: str | None = None) -> list:
     """Named targets (mutants allowed when named), else every non-mutant target available on ``device``."""
     from kernels.registry import all_targets
@@ -152,6 +174,101 @@ def fuzzable_targets(device: str, names: list[str] | None = None, op: str | None
             out.append(t)
         return out
     return [t for t in all_targets(op) if t.kind != "mutant" and t.unavailable_reason(device) is None]
+
+
+# --------------------------------------------------------------------------- GPUs
+
+
+def resolve_gpus(spec: str | None, device: str, count: int, visible: str | None) -> list[str]:
+    """The GPUs a run may use, as ``CUDA_VISIBLE_DEVICES`` entries, one per GPU, in torch's index order.
+
+    ``spec`` is ``--gpus``: None or ``"all"`` (every GPU), or a comma list of distinct indices
+    as torch numbers them (``"0,2"``).  ``device`` is the resolved ``--device`` (``cpu``,
+    ``cuda`` or ``cuda:K``, which means ``--gpus K``); ``count`` is
+    ``torch.cuda.device_count()``; ``visible`` is ``$CUDA_VISIBLE_DEVICES``: when set,
+    index i maps to its i-th entry (a child that sets ``CUDA_VISIBLE_DEVICES`` to it gets
+    that very GPU), else to ``str(i)``.  On cpu: ``[]``, and an explicit ``spec`` is an
+    error.  Raises FuzzUsageError saying what was wrong and what to do.
+    """
+    if device.partition(":")[0] == "cpu":
+        if spec is not None:
+            raise FuzzUsageError(f"--gpus {spec} needs --device cuda, but this run is on cpu; "
+                                 "leave --gpus out, or run with --device cuda on a machine with a GPU")
+        return []
+    base, _, index = device.partition(":")
+    if base != "cuda" or (index and not (index.isascii() and index.isdigit())):
+        raise FuzzUsageError(f"--device must be auto, cpu, cuda or cuda:K, got {device!r}")
+    if index:
+        if spec is not None:
+            raise FuzzUsageError(f"--device {device} and --gpus {spec} both choose GPUs; "
+                                 f"give --device cuda --gpus LIST (or --device {device} alone)")
+        spec = index
+    if count < 1:
+        raise FuzzUsageError(f"--device {device} was asked for, but torch sees no CUDA device here; use --device cpu")
+    if spec is None or spec.strip() == "all":
+        indices = list(range(count))
+    else:
+        parts = [p.strip() for p in spec.split(",")]
+        if not all(p.isascii() and p.isdigit() for p in parts):
+            raise FuzzUsageError(f"--gpus {spec!r} is neither 'all' nor a comma-separated list of GPU indices "
+                                 "such as 0 or 0,1")
+        indices = [int(p) for p in parts]
+        twice = sorted({i for i in indices if indices.count(i) > 1})
+        if twice:
+            raise FuzzUsageError(f"--gpus {spec}: GPU {twice[0]} is listed more than once; list each GPU once "
+                                 "(to run several workers on one GPU, raise --workers instead)")
+        missing = [i for i in indices if i >= count]
+        if missing:
+            given = f"--device {device}" if index else f"--gpus {spec}"
+            seen = f" (the entries of CUDA_VISIBLE_DEVICES={visible})" if visible else ""
+            raise FuzzUsageError(f"{given}: there is no GPU {missing[0]}; torch sees {count} GPU(s){seen}, "
+                                 f"indices 0..{count - 1}: pick from those or use --gpus all")
+    if not visible:
+        return [str(i) for i in indices]
+    entries = [e.strip() for e in visible.split(",")]
+    if len(entries) < count:
+        raise FuzzUsageError(f"CUDA_VISIBLE_DEVICES={visible} lists {len(entries)} device(s) but torch sees {count}; "
+                             "fix CUDA_VISIBLE_DEVICES (or unset it)")
+    return [entries[i] for i in indices]
+
+
+def pick_gpu(gpus: list[str], running: list[str]) -> str:
+    """The GPU of ``gpus`` with the fewest entries in ``running`` (the GPUs of the children
+    running now); on a tie, the one listed first (lowest index).  ``gpus`` must not be empty."""
+    return min(gpus, key=lambda g: (running.count(g), gpus.index(g)))
+
+
+def xdist_worker_gpu(worker: str | None, gpus: str | None) -> str | None:
+    """The GPU an xdist worker pins itself to: entry ``K mod len`` of ``gpus`` (the comma list
+    in ``$FLASHVERIFY_FUZZ_GPUS``) for worker ``gwK`` (``$PYTEST_XDIST_WORKER``).  None (leave
+    ``CUDA_VISIBLE_DEVICES`` alone) when ``gpus`` is unset or empty, or outside an xdist
+    worker (the controller, or no xdist)."""
+    ids = [g.strip() for g in (gpus or "").split(",") if g.strip()]
+    if not ids or not worker or not worker.startswith("gw") or not worker[2:].isdigit():
+        return None
+    return ids[int(worker[2:]) % len(ids)]
+
+
+def _pin_gpu(gpu: str | None) -> None:
+    """Make ``gpu`` (a CUDA_VISIBLE_DEVICES entry) this process's only GPU; None leaves it alone.
+
+    CUDA reads the variable once, when it first initialises, so this must run before
+    anything in the process touches CUDA (``torch.cuda.is_available()`` does)."""
+    if gpu is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = gpu
+
+
+def _gpu_info(gpu: str | None, device: str) -> dict[str, Any] | None:
+    """The GPU a child pinned to ``gpu`` runs on (None when not pinned): the id is read back from
+    ``CUDA_VISIBLE_DEVICES`` (what CUDA in this process was given), the name on cuda only."""
+    if gpu is None:
+        return None
+    name = None
+    if device.startswith("cuda"):
+        import torch
+
+        name = torch.cuda.get_device_name(0)
+    return {"id": os.environ.get("CUDA_VISIBLE_DEVICES"), "name": name}
 
 
 # --------------------------------------------------------------------------- cell merging
@@ -191,8 +308,14 @@ def merge_cell(acc, new):
 
 def _child_main(target_name: str, op: str | None, device: str, dtypes: list[str] | None, deadline: float,
                 t0: float, state_path: str, corpus: str, database: str | None, artifact_dir: str,
-                shrink: bool, seed: int | None) -> None:
-    """Fuzz one target until ``deadline`` (time.time()), checkpointing to ``state_path`` each round."""
+                shrink: bool, seed: int | None, gpu: str | None) -> None:
+    """Fuzz one target until ``deadline`` (time.time()), checkpointing to ``state_path`` each round.
+
+    First of all the child pins itself to ``gpu`` (a CUDA_VISIBLE_DEVICES entry; None: no
+    pinning, as on cpu), before torch is imported: a spawned child has imported only this
+    stdlib-only module so far.  The state records the GPU (``"gpu"``, see ``_gpu_info``).
+    """
+    _pin_gpu(gpu)
     import warnings
 
     warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"triton\..*")
@@ -220,10 +343,11 @@ def _child_main(target_name: str, op: str | None, device: str, dtypes: list[str]
     corpus_added: list[str] = []
     done: set[str] = set()
     rounds = 0
+    gpu_info = _gpu_info(gpu, device)
 
     def save_state(finished: bool) -> None:
         state = {"cells": cells, "checkpoints": checkpoints, "corpus_added": corpus_added, "rounds": rounds,
-                 "finished": finished, "stopped": stop["now"]}
+                 "finished": finished, "stopped": stop["now"], "gpu": gpu_info}
         tmp = state_path + ".tmp"
         with open(tmp, "wb") as f:
             pickle.dump(state, f)
@@ -326,20 +450,29 @@ class _Stop:
 
 def run_fuzz(*, hours: float, device: str = "auto", targets: list[str] | None = None, op: str | None = None,
              dtypes: list[str] | None = None, report: str = "fuzz-report", database: str | None = None,
-             workers: int = 1, engine: str = "auto", corpus: str | None = None, shrink: bool = True,
-             seed: int | None = None, grace_s: float = 60.0, log=print) -> int:
+             workers: int | None = None, gpus: str | None = None, engine: str = "auto", corpus: str | None = None,
+             shrink: bool = True, seed: int | None = None, grace_s: float = 60.0, log=print) -> int:
+    """Fuzz until ``hours`` have passed (or SIGINT/SIGTERM), write the reports; the exit code.
+
+    ``gpus`` is ``--gpus`` (see ``resolve_gpus``); ``workers`` None means one per GPU (1 on cpu).
+    Raises FuzzUsageError on bad arguments, before anything runs.
+    """
     import multiprocessing as mp
 
     if hours <= 0:
         raise FuzzUsageError(f"--hours must be positive, got {hours}")
-    if workers < 1:
+    if workers is not None and workers < 1:
         raise FuzzUsageError(f"--workers must be at least 1, got {workers}")
     if device == "auto":
         device = default_device()
     if device.split(":")[0] not in ("cpu", "cuda"):
         raise FuzzUsageError(f"--device must be auto, cpu or cuda, got {device!r}")
-    if device.startswith("cuda") and default_device() != "cuda":
-        raise FuzzUsageError("--device cuda was asked for, but torch sees no CUDA device here; use --device cpu")
+    gpu_ids = resolve_gpus(gpus, device, _cuda_device_count() if device.startswith("cuda") else 0,
+                           os.environ.get("CUDA_VISIBLE_DEVICES"))
+    if gpu_ids:
+        device = "cuda"  # each child and xdist worker sees only its own GPU, as cuda:0
+    if workers is None:
+        workers = max(1, len(gpu_ids))
     database = database or os.environ.get("FLASHVERIFY_DB") or str(ROOT / ".hypothesis" / "examples")
     check_database(database)
     if dtypes:
@@ -367,18 +500,19 @@ def run_fuzz(*, hours: float, device: str = "auto", targets: list[str] | None = 
     deadline = t0 + hours * 3600.0
     stop = _Stop()
     old = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    on_gpus = f", GPUs {','.join(gpu_ids)}" if gpu_ids else ""
     log(f"fuzzing {len(chosen)} target(s) on {device} for {hours * 3600:.0f} s "
-        f"(engine {engine}, {workers} worker(s)); report -> {out}")
+        f"(engine {engine}, {workers} worker(s){on_gpus}); report -> {out}")
 
     pyeng = None
     if engine in ("pytest", "both"):
-        pyeng = _PytestEngine(out, chosen, device, database, corpus_path, workers, bool(targets), dtypes, deadline,
-                              log)
+        pyeng = _PytestEngine(out, chosen, device, database, corpus_path, workers, gpu_ids, bool(targets), dtypes,
+                              deadline, log)
         pyeng.poll(stop)
 
     ctx = mp.get_context("spawn")
     queue = list(chosen) if engine in ("inprocess", "both") else []
-    running: dict[str, tuple[Any, Path, float]] = {}
+    running: dict[str, tuple[Any, Path, float, str | None]] = {}
     results: dict[str, dict[str, Any]] = {}
     try:
         while queue or running:
@@ -392,16 +526,17 @@ def run_fuzz(*, hours: float, device: str = "auto", targets: list[str] | None = 
                 # later targets get an even share of the time that is left
                 share = (deadline - time.time()) * min(workers, len(queue) + 1 + len(running)) / (
                     len(queue) + 1 + len(running))
+                gpu = pick_gpu(gpu_ids, [g for *_, g in running.values()]) if gpu_ids else None
                 p = ctx.Process(target=_child_main, name=f"fuzz-{t.name}", args=(
                     t.name, op, device, dtypes, min(deadline, time.time() + share), t0, str(sp), str(corpus_path),
-                    database, str(out / "artifacts"), shrink, seed))
+                    database, str(out / "artifacts"), shrink, seed, gpu))
                 p.start()
-                running[t.name] = (p, sp, time.time())
-                log(f"  started {t.name} (pid {p.pid})")
+                running[t.name] = (p, sp, time.time(), gpu)
+                log(f"  started {t.name} (pid {p.pid}" + ("" if gpu is None else f", GPU {gpu}") + ")")
             time.sleep(0.2)
             if pyeng is not None:
                 pyeng.poll(stop)
-            for name, (p, sp, started) in list(running.items()):
+            for name, (p, sp, started, _gpu) in list(running.items()):
                 if stop.requested and not getattr(p, "_fv_signalled", False):
                     p._fv_signalled = time.time()  # type: ignore[attr-defined]
                     if p.is_alive():
@@ -429,7 +564,7 @@ def run_fuzz(*, hours: float, device: str = "auto", targets: list[str] | None = 
         pytest_info["corpus_added"] = sorted(str(p) for p in set(corpus_path.glob("*.json")) - corpus_before)
     return _write_reports(out, chosen, results, pytest_info, t0, dict(
         hours=hours, device=device, targets=[t.name for t in chosen], dtypes=dtypes, database=database,
-        workers=workers, engine=engine, corpus=str(corpus_path), shrink=shrink, seed=seed,
+        workers=workers, gpus=gpu_ids, engine=engine, corpus=str(corpus_path), shrink=shrink, seed=seed,
         interrupted=stop.requested), stop, log)
 
 
@@ -461,10 +596,12 @@ class _PytestEngine:
     of them run and report in it; a property that reaches ``max_examples`` first ends
     sooner, and the time left goes to the next session (a 6 h run keeps fuzzing).  The
     session in flight at the deadline (or on SIGINT/SIGTERM) is interrupted with SIGINT.
+    With ``gpus`` (cuda), the session gets them in ``FLASHVERIFY_FUZZ_GPUS``, one per xdist worker
+    in turn.
     """
 
     def __init__(self, out: Path, chosen, device: str, database: str, corpus_path: Path, workers: int,
-                 named: bool, dtypes: list[str] | None, deadline: float, log) -> None:
+                 gpus: list[str], named: bool, dtypes: list[str] | None, deadline: float, log) -> None:
         from verify.dtypes import get_format
 
         self.out, self.workers, self.deadline, self.log = out, workers, deadline, log
@@ -476,8 +613,10 @@ class _PytestEngine:
                         FLASHVERIFY_FUZZ_DEVICE=device, FLASHVERIFY_FUZZ_RESULTS=str(self.results_path.resolve()),
                         PYTHONPATH=os.pathsep.join(
                             [str(ROOT)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])))
-        for k in ("FLASHVERIFY_FUZZ_TARGETS", "FLASHVERIFY_FUZZ_DTYPES", "HYPOTHESIS_PROFILE"):
+        for k in ("FLASHVERIFY_FUZZ_TARGETS", "FLASHVERIFY_FUZZ_DTYPES", "HYPOTHESIS_PROFILE", GPUS_ENV):
             self.env.pop(k, None)
+        if gpus:  # xdist worker gwK pins itself to gpus[K % len(gpus)] (root conftest.py, xdist_worker_gpu)
+            self.env[GPUS_ENV] = ",".join(gpus)
         if named:
             self.env["FLASHVERIFY_FUZZ_TARGETS"] = ",".join(t.name for t in chosen)
         if dtypes:
@@ -563,7 +702,11 @@ class _PytestEngine:
 
 
 def read_property_results(path: Path) -> dict[str, dict[str, Any]]:
-    """Fold the per-property-run JSON lines of ``tests/fuzz/conftest.py`` into one entry per property."""
+    """Fold the per-property-run JSON lines of ``tests/fuzz/conftest.py`` into one entry per property.
+
+    Besides outcome, examples, seconds and the worst case, each entry lists the xdist
+    ``workers`` that ran it and its ``examples_by_gpu`` (key: the GPU id a run was pinned
+    to, ``"cpu"`` for a run pinned to none)."""
     props: dict[str, dict[str, Any]] = {}
     try:
         lines = Path(path).read_text().splitlines()
@@ -577,9 +720,14 @@ def read_property_results(path: Path) -> dict[str, dict[str, Any]]:
         p = props.setdefault(r["nodeid"], {
             "target": r.get("target"), "dtype": r.get("dtype"), "runs": 0, "outcome": None, "examples": 0,
             "seconds": 0.0, "max_ratio": 0.0, "worst_case": None, "stopped_by": {}, "features": Counter(),
-            "violation": None})
+            "violation": None, "workers": [], "examples_by_gpu": {}})
         p["runs"] += 1
         p["examples"] += r.get("examples", 0)
+        worker = r.get("worker") or "main"
+        if worker not in p["workers"]:
+            p["workers"] = sorted(p["workers"] + [worker])
+        gpu = r.get("gpu") or NO_GPU
+        p["examples_by_gpu"][gpu] = p["examples_by_gpu"].get(gpu, 0) + r.get("examples", 0)
         p["seconds"] = round(p["seconds"] + r.get("seconds", 0.0), 3)
         p["stopped_by"][r["stopped_by"]] = p["stopped_by"].get(r["stopped_by"], 0) + 1
         p["features"].update(r.get("features", {}))
@@ -632,7 +780,7 @@ def _write_reports(out: Path, chosen, results, pytest_info, t0, options, stop, l
         vocab = strategies.SOFTMAX_FEATURES if t.op == "softmax" else strategies.ATTENTION_FEATURES
         doc_targets[t.name] = {
             "op": t.op, "kind": t.kind, "status": r["status"], "exit_code": r["exit_code"],
-            "rounds": state.get("rounds", 0),
+            "gpu": state.get("gpu"), "rounds": state.get("rounds", 0),
             "examples": sum(c.examples for c in tcells),
             "dtypes": {c.dtype: {
                 "status": c.status, "examples": c.examples, "max_ratio": c.max_ratio, "max_error": c.max_error,
@@ -644,7 +792,7 @@ def _write_reports(out: Path, chosen, results, pytest_info, t0, options, stop, l
             } for c in tcells},
             "pytest_examples": sum(p["examples"] for p in tprops.values()),
             "pytest": {d: {k: p[k] for k in ("outcome", "runs", "examples", "seconds", "examples_per_s", "max_ratio",
-                                             "worst_case", "stopped_by", "violation")}
+                                             "worst_case", "stopped_by", "violation", "workers", "examples_by_gpu")}
                        for d, p in tprops.items()},
             "coverage": {f: tcov.get(f, 0) for f in sorted(set(vocab) | set(tcov))},
             "features_never_hit": sorted(f for f in vocab if not tcov.get(f) and not f.startswith("dtype:")),
@@ -653,8 +801,10 @@ def _write_reports(out: Path, chosen, results, pytest_info, t0, options, stop, l
         failed = True
     corpus_added += [p for p in pytest_info.get("corpus_added", []) if p not in corpus_added]
     write_check_report(cells, out, {k: (v if not isinstance(v, tuple) else list(v)) for k, v in options.items()})
-    doc = {"schema": FUZZ_SCHEMA, "options": options, "elapsed_s": round(time.time() - t0, 3),
+    elapsed = time.time() - t0
+    doc = {"schema": FUZZ_SCHEMA, "options": options, "elapsed_s": round(elapsed, 3),
            "interrupted": stop.requested, "signal": stop.signal, "targets": doc_targets,
+           "throughput": throughput(doc_targets, pytest_info.get("properties", {}), elapsed, options["gpus"]),
            "coverage": dict(sorted(coverage.items())), "corpus_added": corpus_added, "pytest": pytest_info}
     (out / "fuzz.json").write_text(json.dumps(doc, indent=2, default=str))
     (out / "summary.md").write_text(_summary_md(doc))
@@ -668,14 +818,47 @@ def _write_reports(out: Path, chosen, results, pytest_info, t0, options, stop, l
     return 1 if failed else 0
 
 
+def throughput(targets: dict[str, Any], properties: dict[str, Any], wall_s: float,
+               gpus: list[str]) -> dict[str, Any]:
+    """fuzz.json's ``throughput``: examples of both engines over the run's wall time, and per GPU.
+
+    ``targets`` are fuzz.json's targets (in-process examples and the ``gpu`` each child
+    ran on), ``properties`` the pytest engine's (``read_property_results``), ``gpus`` the
+    run's GPU ids: each is listed in ``examples_per_gpu``, with 0 when it did no work;
+    work pinned to no GPU counts under ``"cpu"``.
+    """
+    per_gpu: dict[str, int] = {g: 0 for g in gpus}
+    for t in targets.values():
+        if t["examples"]:
+            g = (t["gpu"] or {}).get("id") or NO_GPU
+            per_gpu[g] = per_gpu.get(g, 0) + t["examples"]
+    for p in properties.values():
+        for g, n in p["examples_by_gpu"].items():
+            if n:
+                per_gpu[g] = per_gpu.get(g, 0) + n
+    inprocess = sum(t["examples"] for t in targets.values())
+    pytest_examples = sum(p["examples"] for p in properties.values())
+    total = inprocess + pytest_examples
+    return {"examples": total, "inprocess_examples": inprocess, "pytest_examples": pytest_examples,
+            "wall_s": round(wall_s, 3), "examples_per_s": round(total / wall_s, 3) if wall_s > 0 else None,
+            "examples_per_gpu": per_gpu}
+
+
 def _summary_md(doc: dict[str, Any]) -> str:
+    tp = doc["throughput"]
+    rate = "-" if tp["examples_per_s"] is None else f"{tp['examples_per_s']:.3g}"
+    per_gpu = ", ".join(f"{g}: {n}" for g, n in tp["examples_per_gpu"].items()) or "-"
     lines = [f"# flashverify fuzz report", "",
              f"elapsed {doc['elapsed_s']:.0f} s, device {doc['options']['device']}, "
              f"interrupted: {doc['interrupted']}", "",
-             "| target | status | exit | examples | worst ratio per dtype |", "|---|---|---|---|---|"]
+             "| examples (in-process + pytest) | wall s | examples/s | examples per GPU |", "|---|---|---|---|",
+             f"| {tp['examples']} ({tp['inprocess_examples']} + {tp['pytest_examples']}) | {tp['wall_s']:.0f} | "
+             f"{rate} | {per_gpu} |", "",
+             "| target | status | exit | GPU | examples | worst ratio per dtype |", "|---|---|---|---|---|---|"]
     for name, t in doc["targets"].items():
         worst = ", ".join(f"{d}: {v['max_ratio']:.3g}" for d, v in t["dtypes"].items())
-        lines.append(f"| {name} | {t['status']} | {t['exit_code']} | {t['examples']} | {worst} |")
+        gpu = "-" if t["gpu"] is None else " ".join(str(v) for v in (t["gpu"]["id"], t["gpu"]["name"]) if v)
+        lines.append(f"| {name} | {t['status']} | {t['exit_code']} | {gpu} | {t['examples']} | {worst} |")
     py = doc.get("pytest") or {}
     if py.get("ran"):
         lines += ["", "## pytest engine (one Hypothesis property per target x dtype)", "",
@@ -711,7 +894,12 @@ def add_parser(sub) -> None:
     p.add_argument("--report", metavar="DIR", default="fuzz-report", help="report directory (default fuzz-report)")
     p.add_argument("--database", metavar="PATH|redis://URL", default=None,
                    help="Hypothesis example database (default $FLASHVERIFY_DB or .hypothesis/examples)")
-    p.add_argument("--workers", type=int, default=1, help="parallel target processes / xdist workers")
+    p.add_argument("--workers", type=int, default=None,
+                   help="parallel target processes / xdist workers (default: one per GPU on cuda, 1 on cpu; "
+                        "more workers than GPUs share them)")
+    p.add_argument("--gpus", metavar="all|I,J,...", default=None,
+                   help="cuda only: GPUs to spread the workers over, as torch numbers them (indices into "
+                        "CUDA_VISIBLE_DEVICES when set); default all")
     p.add_argument("--engine", choices=("auto", "inprocess", "pytest", "both"), default="auto")
     p.add_argument("--corpus", metavar="DIR", default=None,
                    help="where new counterexamples go (default $FLASHVERIFY_CORPUS or tests/corpus)")
@@ -723,8 +911,9 @@ def add_parser(sub) -> None:
 def cmd_fuzz(args) -> int:
     try:
         return run_fuzz(hours=args.hours, device=args.device, targets=args.targets, op=args.op, dtypes=args.dtypes,
-                        report=args.report, database=args.database, workers=args.workers, engine=args.engine,
-                        corpus=args.corpus, shrink=not args.no_shrink, seed=args.seed, grace_s=args.grace,
+                        report=args.report, database=args.database, workers=args.workers, gpus=args.gpus,
+                        engine=args.engine, corpus=args.corpus, shrink=not args.no_shrink, seed=args.seed,
+                        grace_s=args.grace,
                         log=lambda m: print(m, flush=True))
     except FuzzUsageError as e:
         print(f"error: {e}", file=sys.stderr)

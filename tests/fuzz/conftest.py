@@ -11,7 +11,12 @@ shared ``RedisExampleDatabase``) is chosen by ``$FLASHVERIFY_DB`` in the root co
   that every property reports within the run instead of all of them being cut at the end.
 * ``FLASHVERIFY_FUZZ_RESULTS=FILE``: one JSON line per property run is appended to FILE
   (outcome, examples, seconds, why it stopped, worst error/tolerance ratio and its case,
-  feature counts); ``verify.fuzz`` folds them into its report.
+  feature counts, the xdist worker and the GPU it was pinned to); ``verify.fuzz`` folds
+  them into its report.
+* ``FLASHVERIFY_FUZZ_GPUS=ID,ID,...``: xdist worker ``gwK`` runs on GPU ``K mod len`` of the
+  list.  The pinning itself is done by the root ``conftest.py`` in its first lines: it
+  calls ``torch.cuda.is_available()``, which fixes the GPUs a process sees, before this
+  file is imported.
 * ``FLASHVERIFY_CORPUS=DIR``: every failing property's final (shrunk) counterexample is
   written to DIR as a regression corpus file (see ``verify.fuzz``).
 
@@ -27,6 +32,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from verify.fuzz import GPUS_ENV, xdist_worker_gpu
 
 PROPERTY_BUDGET_ENV = "FLASHVERIFY_FUZZ_PROPERTY_BUDGET_S"
 RESULTS_ENV = "FLASHVERIFY_FUZZ_RESULTS"
@@ -168,6 +175,7 @@ def _write_result(item, report, path: Path) -> None:
         "budget_s": _budget_s if BUDGET_STOP_INSTALLED else None,
         "valid_examples": getattr(item, "_fv_valid_examples", 0) if BUDGET_STOP_INSTALLED else None,
         "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"), "pid": os.getpid(),
+        "gpu": xdist_worker_gpu(os.environ.get("PYTEST_XDIST_WORKER"), os.environ.get(GPUS_ENV)),
         "session": os.environ.get("FLASHVERIFY_FUZZ_SESSION"),
     }
     if stats is not None:
