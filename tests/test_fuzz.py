@@ -746,3 +746,36 @@ def test_nightly_profile_is_random_even_on_a_ci_runner() -> None:
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["False", "False", "False", "True"]
+
+
+@pytest.mark.parametrize("found_attr", ["interesting_test_cases", "interesting_examples"])
+def test_budget_stop_reads_no_runner_counter_that_hypothesis_renamed(found_attr: str, monkeypatch) -> None:
+    """The budget hook must work on runners of Hypothesis 6.155 and 6.168 alike (found on the GPU
+    machine, 2026-11-29: 6.168.3 has no ``valid_examples``, and every property failed)."""
+    from types import SimpleNamespace
+
+    from hypothesis.internal.conjecture.data import Status
+    from hypothesis.internal.conjecture.engine import ExitReason, RunIsComplete
+
+    spec = importlib.util.spec_from_file_location("fuzz_conftest_under_test", ROOT / "tests" / "fuzz" / "conftest.py")
+    fuzz_conftest = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fuzz_conftest)
+    monkeypatch.setattr(fuzz_conftest.BUDGET, "deadline", time.monotonic() - 1.0)
+    monkeypatch.setattr(fuzz_conftest.BUDGET, "valid_examples", 0)
+    monkeypatch.setattr(fuzz_conftest.BUDGET, "seconds", 1.0)
+    monkeypatch.setattr(fuzz_conftest.BUDGET, "fired", False)
+    calls = []
+    wrapped = fuzz_conftest.budgeted_test_function(lambda runner, data: calls.append(data), Status, ExitReason,
+                                                    RunIsComplete)
+    # Only the attributes both versions share, plus one of the two names for failures found.
+    runner = SimpleNamespace(statistics={}, best_observed_targets={}, exit_reason=None, **{found_attr: {}})
+    wrapped(runner, SimpleNamespace(status=Status.INVALID))  # no valid case yet: keep going
+    assert not fuzz_conftest.BUDGET.fired
+    with pytest.raises(RunIsComplete):
+        wrapped(runner, SimpleNamespace(status=Status.VALID))
+    assert fuzz_conftest.BUDGET.fired and runner.exit_reason is ExitReason.finished
+    assert "wall-clock budget" in runner.statistics["stopped-because"] and len(calls) == 2
+    setattr(runner, found_attr, {b"key": object()})  # a failure found: never stopped, it must shrink
+    fuzz_conftest.BUDGET.fired = False
+    wrapped(runner, SimpleNamespace(status=Status.VALID))
+    assert not fuzz_conftest.BUDGET.fired

@@ -63,19 +63,35 @@ def _install_budget_stop() -> bool:
     the hook.
     """
     try:
+        from hypothesis.internal.conjecture.data import Status
         from hypothesis.internal.conjecture.engine import ConjectureRunner, ExitReason, RunIsComplete
     except ImportError:
         return False
     original = getattr(ConjectureRunner, "test_function", None)
     if original is None or getattr(original, "_flashverify_budget", False):
         return original is not None
+    ConjectureRunner.test_function = budgeted_test_function(original, Status, ExitReason, RunIsComplete)
+    return True
 
+
+def budgeted_test_function(original, Status, ExitReason, RunIsComplete):  # noqa: N803 (Hypothesis's classes)
+    """``ConjectureRunner.test_function`` wrapped: after each test case, once ``BUDGET.deadline``
+    has passed with at least one valid case and no failure found, leave the run as reaching
+    max_examples does (statistics' ``stopped-because``, ``ExitReason.finished``, RunIsComplete).
+
+    It reads nothing from the runner that Hypothesis renamed across versions: valid cases are
+    counted here from ``data.status`` (the runner's counter is ``valid_examples`` in 6.155 and
+    ``valid_test_cases`` in 6.168, which the GPU machine has), and failures found are read
+    from ``interesting_test_cases`` or ``interesting_examples``, whichever exists.
+    """
     def test_function(self, data):
         original(self, data)
         if BUDGET.deadline is None:
             return
-        BUDGET.valid_examples = self.valid_examples
-        if (time.monotonic() > BUDGET.deadline and self.valid_examples > 0 and not self.interesting_examples
+        if data.status is Status.VALID:
+            BUDGET.valid_examples += 1
+        found = _first_attribute(self, ("interesting_test_cases", "interesting_examples"))
+        if (time.monotonic() > BUDGET.deadline and BUDGET.valid_examples > 0 and not found
                 and not getattr(self, "ignore_limits", False)):
             BUDGET.fired = True
             self.statistics["stopped-because"] = (
@@ -86,8 +102,15 @@ def _install_budget_stop() -> bool:
             raise RunIsComplete
 
     test_function._flashverify_budget = True  # type: ignore[attr-defined]
-    ConjectureRunner.test_function = test_function
-    return True
+    return test_function
+
+
+def _first_attribute(obj, names: tuple[str, ...]):
+    """The first of ``names`` that ``obj`` has, None when it has none of them."""
+    for name in names:
+        if hasattr(obj, name):
+            return getattr(obj, name)
+    return None
 
 
 _budget_s = float(os.environ.get(PROPERTY_BUDGET_ENV) or 0)
