@@ -43,7 +43,7 @@ from strategies._validation import (
 )
 from strategies.features import SOFTMAX_LAYOUTS, SOFTMAX_VALUE_KINDS, ordered
 from strategies.layouts import is_noncontiguous, materialize
-from strategies.lengths import index_width_lengths, length_features, lengths, maybe_index_width
+from strategies.lengths import draws_index_width, index_width_length, index_width_lengths, length_features, lengths
 from strategies.masks import MASK_KINDS, MaskSpec, keep_features, mask_specs
 from strategies.rounding import to_format
 from strategies.specials import SpecialSpec, special_kinds, special_specs
@@ -310,7 +310,8 @@ def softmax_cases(
       False never does.
     * ``index_widths``: about one example in ``INDEX_WIDTH_ODDS`` is a single row of a
       length at the edge of 16-bit indexing (32767..65537), past ``max_length`` but
-      within ``caps.max_length``; False never draws them.
+      within ``caps.max_length``, with values that tell its positions apart
+      (``position_distinct``), no mask and no NaN/inf entries; False never draws them.
     """
     caps = check_caps(caps)
     formats = resolve_dtypes(dtypes, caps)
@@ -352,6 +353,7 @@ def softmax_cases(
 @st.composite
 def _softmax_cases(draw: st.DrawFn, c: _SoftmaxConfig) -> SoftmaxCase:
     fmt = draw(st.sampled_from(c.formats))
+    wide = False  # one row at a 16-bit index width, to show misaddressing
     if c.elementwise:
         length = draw(lengths(c.min_length, min(c.max_length, EXPLICIT_MAX_ENTRIES)))
         rows = draw(st.integers(1, max(1, min(c.max_rows, EXPLICIT_MAX_ENTRIES // length))))
@@ -360,9 +362,9 @@ def _softmax_cases(draw: st.DrawFn, c: _SoftmaxConfig) -> SoftmaxCase:
         length = draw(lengths(c.min_length, c.max_length))
         rows = draw(st.integers(1, c.max_rows))
         batch = draw(st.integers(0, MAX_BATCH))
-        wide = maybe_index_width(draw, c.index_lengths)
-        if wide is not None:  # one long row: the cost stays that of an ordinary example
-            length, rows, batch = wide, 1, 0
+        wide = draws_index_width(draw, c.index_lengths)
+        if wide:  # one long row: the cost stays that of an ordinary example
+            length, rows, batch = c.index_lengths[0], 1, 0  # the length itself comes from the seed, below
     total_rows = max(batch, 1) * rows
 
     # Hypothesis shrinks towards fewer choices before anything else, so every
@@ -373,6 +375,8 @@ def _softmax_cases(draw: st.DrawFn, c: _SoftmaxConfig) -> SoftmaxCase:
     recipes = tuple(
         draw(st.lists(value_recipes(fmt, SOFTMAX_VALUE_KINDS), min_size=1, max_size=min(MAX_RECIPES, total_rows)))
     )
+    if wide:
+        recipes = tuple(position_distinct(r, fmt) for r in recipes)
     mode = "explicit" if c.elementwise else "recipes"
     if c.elementwise is None:
         mode = draw(st.sampled_from(("recipes", "explicit")))
@@ -395,8 +399,14 @@ def _softmax_cases(draw: st.DrawFn, c: _SoftmaxConfig) -> SoftmaxCase:
             )
         )
     )
+    if wide:
+        # A NaN or +inf makes the whole row NaN by contract, and a mask can hide most of the
+        # row: either would hide a misaddressing, which is what this row is drawn to show.
+        specials, mask = (), MaskSpec()
     layout = draw(st.sampled_from(SOFTMAX_LAYOUTS if c.noncontiguous else ("contiguous",)))
     seed = draw(st.integers(0, _rng.SEED_MAX))
+    if wide:
+        length = index_width_length(c.index_lengths, seed)
     spec = SoftmaxSpec(
         dtype=fmt.name,
         rows=rows,
@@ -410,6 +420,34 @@ def _softmax_cases(draw: st.DrawFn, c: _SoftmaxConfig) -> SoftmaxCase:
         explicit=explicit,
     )
     return SoftmaxCase(spec)
+
+
+#: Kinds whose entries differ from position to position (given enough spread).
+POSITION_DISTINCT_KINDS = ("normal", "uniform")
+#: The spread of a position-distinct row: at least this many ulps of its offset...
+POSITION_SPREAD_ULPS = 64
+#: ...and within these bounds: wide enough that neighbours differ, narrow enough that no
+#: output underflows (exp(-8 * 4) / 65537 is still a normal float32 and bfloat16).
+POSITION_SPREAD = (1.0, 4.0)
+
+
+def position_distinct(recipe: ValueRecipe, fmt: FloatFormat) -> ValueRecipe:
+    """``recipe`` made to tell the positions of a row apart, for rows drawn to probe index width.
+
+    An index-width bug (an offset that wraps or is truncated) reads or writes another
+    position of the row, and shows only where the output there changes.  A constant, tied
+    or tiny-spread row hides it (the other position holds the same value), and so does a
+    huge spread or outliers (nearly every output underflows to 0 either way).  So the kind
+    becomes ``normal`` unless it is ``uniform``; the offset is kept within
+    ``1 / (16 eps)``, where ``POSITION_SPREAD_ULPS`` ulps of it stay below the upper spread;
+    the spread is clipped to ``POSITION_SPREAD``.  Softmax does not depend on the offset.
+    """
+    kind = recipe.kind if recipe.kind in POSITION_DISTINCT_KINDS else "normal"
+    bound = 1.0 / (16.0 * fmt.eps)
+    offset = min(max(recipe.offset, -bound), bound)
+    low, high = POSITION_SPREAD
+    scale = min(max(recipe.scale, low, POSITION_SPREAD_ULPS * abs(offset) * fmt.eps), high)
+    return ValueRecipe(kind, scale=scale, offset=offset)
 
 
 def _round_to(fmt: FloatFormat, values: list[float]) -> list[float]:

@@ -566,6 +566,34 @@ def test_attention_layouts_without_alignment_include_a_misaligned_pointer() -> N
     assert "misaligned" in found.spec.layouts
 
 
+def test_index_width_rows_make_a_misaddressing_visible() -> None:
+    """A row drawn at a 16-bit index width exists to show a read from the wrong position.
+
+    It must reach every one of the six lengths (some alias a wrap: at 65536 a wrapped int16
+    offset reads its own element back), and reading each element's neighbour instead must
+    change most outputs in the dtype: no mask, no NaN/inf, neighbours that differ, and no
+    mass underflow.  Before 2026-11-29 a whole 720-example run could draw only 32767 and
+    32768, often constant or fully masked rows, and an int16-index mutant survived.
+    """
+    seen: set[int] = set()
+
+    @settings(max_examples=1000, database=None, phases=[Phase.generate], derandomize=True,
+              suppress_health_check=list(HealthCheck))
+    @given(softmax_cases(dtypes=("float16", "bfloat16", "float32"), max_length=40))
+    def probe(case: SoftmaxCase) -> None:
+        if case.spec.length <= 40:
+            return
+        seen.add(case.spec.length)
+        x = case.build()
+        assert x.shape == (1, case.spec.length) and torch.isfinite(x).all()
+        y = torch.softmax(x.double(), -1).to(x.dtype)
+        misread = torch.softmax(torch.roll(x.double(), 1, -1), -1).to(x.dtype)
+        assert (y != misread).double().mean() > 0.5, case
+
+    probe()
+    assert seen == set(INDEX_WIDTH_LENGTHS), sorted(seen)
+
+
 def test_softmax_reaches_16_bit_index_widths_within_the_caps() -> None:
     wide = find(softmax_cases(dtypes=("float16",), max_length=40), lambda c: c.spec.length > 32768,
                 settings=settings(max_examples=400, database=None, phases=[Phase.generate]))
