@@ -190,6 +190,9 @@ def _span_stats(x_row, lo, hi, BLOCK_N: tl.constexpr, PRECISE: tl.constexpr, KEE
     return m, l + l_err
 
 
+_FLT_MAX: tl.constexpr = tl.constexpr(3.4028234663852886e38)  # the largest finite float32
+
+
 @triton.jit
 def _span_stats_lanes(x_row, lo, hi, BLOCK_N: tl.constexpr, KEEP: tl.constexpr):
     """(m, l) of x_row[lo:hi] as _span_stats computes them, for the fast exponential only, with
@@ -212,7 +215,7 @@ def _span_stats_lanes(x_row, lo, hi, BLOCK_N: tl.constexpr, KEEP: tl.constexpr):
     a 16-bit output's rounding and within the fast float32 path's tolerance.
     """
     offs = tl.arange(0, BLOCK_N)
-    m = tl.full([BLOCK_N], -3.4028234663852886e38, tl.float32)
+    m = tl.full([BLOCK_N], -_FLT_MAX, tl.float32)
     l = tl.zeros([BLOCK_N], tl.float32)
     x = tl.load(x_row + lo + offs, mask=lo + offs < hi, other=float("-inf"), eviction_policy=KEEP)
     for start in range(lo + BLOCK_N, hi + BLOCK_N, BLOCK_N):
@@ -600,10 +603,11 @@ def _plan(n_rows: int, n_cols: int, dtype: torch.dtype, sms: int, interpreted: b
     default_stream = ONLINE_BLOCK if online else STREAM_BLOCK
     stream = min(block, TUNING["stream_block"] or default_stream) if block_size is None else block
     stream = min(stream, n_pow2)
-    # Lanes hold two float32 statistics per block element: 8 elements a thread keeps them in
-    # ~45 registers (8192 at 32 warps, 4096 at 16), where 16 a thread needed ~78.
-    warps = (32 if stream >= 8192 else 16 if stream >= 2048 else 4) if lanes else \
-        (16 if stream >= 8192 else 8 if stream >= 2048 else 4)
+    warps = 16 if stream >= 8192 else 8 if stream >= 2048 else 4
+    if lanes and stream >= 2048:
+        # Lanes hold two float32 statistics per block element: 8 elements a thread keeps them
+        # in ~45 registers (8192 at 32 warps, 4096 at 16), where 16 a thread needed ~78.
+        warps *= 2
     num_warps = TUNING["stream_warps"] or warps
     n_blocks = triton.cdiv(n_cols, stream)
     if num_chunks is None:
@@ -734,8 +738,9 @@ def softmax(x: torch.Tensor, *, return_lse: bool = False, block_size: int | None
     ``1 / l`` are float64: the single-pass accuracy.
     16-bit outputs are the float32 result rounded once.
     ``precise=False`` (float32 only) uses the hardware ``exp2`` of ``(x - m) log2(e)``, a plain
-    tree sum (streamed rows: per-lane running sums, merged once) and ``p * (1 / l)``: a few ulp, growing with ``|x - m|`` (the rounding of the
-    argument), still within the suite's float32 tolerance; it is what makes float32 rows of
+    tree sum (streamed rows: per-lane running sums, merged once) and ``p * (1 / l)``: a few
+    ulp, growing with ``|x - m|`` (the rounding of the argument), still within the suite's
+    float32 tolerance; it is what makes float32 rows of
     16k elements bandwidth-bound on an H200 (BENCHMARKS.md).
 
     Special values: ``-inf`` entries give exactly 0; a row of only ``-inf`` gives all 0; a

@@ -18,6 +18,7 @@ import numpy as np
 # Purpose tags.  Never renumber them: stored specs replay through these values.
 VALUES = 1
 MASK = 2
+INDEX_WIDTH = 3  # which index-width length a probe row takes (strategies.lengths)
 Q = 11
 K = 12
 V = 13

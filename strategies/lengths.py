@@ -19,6 +19,7 @@ from functools import lru_cache
 from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 
+from strategies import _rng
 from strategies._validation import check_argument, check_positive_int
 from strategies.features import BLOCKS
 
@@ -195,15 +196,12 @@ def draws_index_width(draw, candidates: tuple[int, ...]) -> bool:
 
 
 def index_width_length(candidates: tuple[int, ...], seed: int) -> int:
-    """The candidate of an example whose random ``seed`` is given: a 64-bit mix of the seed,
-    modulo their number.
+    """The candidate of an example whose random ``seed`` is given, drawn from the seed's own
+    stream (``_rng.stream(seed, _rng.INDEX_WIDTH)``).
 
     Not a choice of its own: Hypothesis reuses small choices between examples, and with
     ``sampled_from`` (or a plain integer modulo 6) a whole 720-example run drew only one or
     two of the six lengths (2026-11-29), 32767 and 32768 above all, while 65536 aliases a
-    16-bit wrap (every wrapped offset reads itself back).  The mixed seed spreads them.
+    16-bit wrap (every wrapped offset reads itself back).  The seed's stream spreads them.
     """
-    z = (seed + 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
-    return candidates[(z ^ (z >> 31)) % len(candidates)]
+    return candidates[int(_rng.stream(seed, _rng.INDEX_WIDTH).integers(len(candidates)))]

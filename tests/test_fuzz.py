@@ -765,8 +765,7 @@ def test_budget_stop_reads_no_runner_counter_that_hypothesis_renamed(found_attr:
     monkeypatch.setattr(fuzz_conftest.BUDGET, "seconds", 1.0)
     monkeypatch.setattr(fuzz_conftest.BUDGET, "fired", False)
     calls = []
-    wrapped = fuzz_conftest.budgeted_test_function(lambda runner, data: calls.append(data), Status, ExitReason,
-                                                    RunIsComplete)
+    wrapped = fuzz_conftest.budgeted_test_function(lambda runner, data: calls.append(data))
     # Only the attributes both versions share, plus one of the two names for failures found.
     runner = SimpleNamespace(statistics={}, best_observed_targets={}, exit_reason=None, **{found_attr: {}})
     wrapped(runner, SimpleNamespace(status=Status.INVALID))  # no valid case yet: keep going

@@ -465,8 +465,6 @@ def run_fuzz(*, hours: float, device: str = "auto", targets: list[str] | None = 
         raise FuzzUsageError(f"--workers must be at least 1, got {workers}")
     if device == "auto":
         device = default_device()
-    if device.split(":")[0] not in ("cpu", "cuda"):
-        raise FuzzUsageError(f"--device must be auto, cpu or cuda, got {device!r}")
     gpu_ids = resolve_gpus(gpus, device, _cuda_device_count() if device.startswith("cuda") else 0,
                            os.environ.get("CUDA_VISIBLE_DEVICES"))
     if gpu_ids:

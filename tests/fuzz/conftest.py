@@ -63,18 +63,18 @@ def _install_budget_stop() -> bool:
     the hook.
     """
     try:
-        from hypothesis.internal.conjecture.data import Status
-        from hypothesis.internal.conjecture.engine import ConjectureRunner, ExitReason, RunIsComplete
+        from hypothesis.internal.conjecture.engine import ConjectureRunner
+
+        original = getattr(ConjectureRunner, "test_function", None)
+        if original is None or getattr(original, "_flashverify_budget", False):
+            return original is not None
+        ConjectureRunner.test_function = budgeted_test_function(original)  # its imports may fail too
     except ImportError:
         return False
-    original = getattr(ConjectureRunner, "test_function", None)
-    if original is None or getattr(original, "_flashverify_budget", False):
-        return original is not None
-    ConjectureRunner.test_function = budgeted_test_function(original, Status, ExitReason, RunIsComplete)
     return True
 
 
-def budgeted_test_function(original, Status, ExitReason, RunIsComplete):  # noqa: N803 (Hypothesis's classes)
+def budgeted_test_function(original):
     """``ConjectureRunner.test_function`` wrapped: after each test case, once ``BUDGET.deadline``
     has passed with at least one valid case and no failure found, leave the run as reaching
     max_examples does (statistics' ``stopped-because``, ``ExitReason.finished``, RunIsComplete).
@@ -84,6 +84,9 @@ def budgeted_test_function(original, Status, ExitReason, RunIsComplete):  # noqa
     ``valid_test_cases`` in 6.168, which the GPU machine has), and failures found are read
     from ``interesting_test_cases`` or ``interesting_examples``, whichever exists.
     """
+    from hypothesis.internal.conjecture.data import Status
+    from hypothesis.internal.conjecture.engine import ExitReason, RunIsComplete
+
     def test_function(self, data):
         original(self, data)
         if BUDGET.deadline is None:
