@@ -45,7 +45,7 @@ class Bug:
     probs_dtype_narrow: bool = True  # P rounded to the input dtype before P V (FlashAttention)
     drop_tail_block: bool = False  # forget the last partial key block
     fused_scale_shift: bool = False  # exp(fma(s, scale, -m)) with m = round(max(s) * scale)
-    index_bits: int | None = None  # softmax column offsets held in a signed integer this wide
+    index_bits: int | None = None  # softmax column / attention key offsets held in a signed integer this wide
 
 
 def _wrapped(n: int, bits: int | None, device) -> Tensor | None:
@@ -137,7 +137,15 @@ def _streaming_attention(q: Tensor, k: Tensor, v: Tensor, *, scale: float, causa
     heads = torch.arange(Hq, device=q.device)
     heads = heads % Hkv if bug.gqa_modulo else heads // group
     work = torch.float64 if q.dtype == torch.float64 else torch.float32
-    qc, kc, vc = q.to(work), k[:, heads].to(work), v[:, heads].to(work)
+    kw, vw = k.to(work), v.to(work)
+    keys = _wrapped(Nk, bug.index_bits, q.device)
+    if keys is not None:
+        # A wrapped key offset addresses memory before the head's rows: the previous
+        # (batch, head)'s rows, or for the first one the end of the buffer.
+        slabs = B * Hkv
+        rows = (torch.arange(slabs, device=q.device)[:, None] * Nk + keys) % (slabs * Nk)
+        kw, vw = (t.reshape(slabs * Nk, t.shape[-1])[rows].reshape(t.shape) for t in (kw, vw))
+    qc, kc, vc = q.to(work), kw[:, heads], vw[:, heads]
     s_scale = scale * scale if bug.scale_twice else scale
     vis = _visible(Nq, Nk, causal, mask, bug, q.device)
     if vis is not None:
@@ -274,6 +282,10 @@ MUTANTS: list[Mutant] = [
     Mutant("attention-drops-tail-block", "attention", "the last partial key block is skipped",
            "ragged tail", "https://github.com/jax-ml/jax/issues/27224",
            _attention(Bug(drop_tail_block=True)), Capabilities(dtypes=STD, devices=CPU)),
+    Mutant("attention-int16-key-index", "attention",
+           "key offsets kept in int16: past 32767 they wrap and read K and V rows before the head's",
+           "16-bit index overflow", "https://github.com/facebookresearch/xformers/issues/719",
+           _attention(Bug(index_bits=16)), Capabilities(dtypes=STD, devices=CPU)),
 ]
 
 CONTROLS: list[Mutant] = [

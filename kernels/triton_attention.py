@@ -258,6 +258,9 @@ _attn_fwd_tuned = triton.autotune(
 
 _DTYPE_ID = {torch.float16: 0, torch.bfloat16: 1, torch.float32: 2}
 
+#: Under the interpreter, key sequences longer than this are tiled 4096 keys wide, not 16.
+INTERPRETER_LONG_KEYS = 1024
+
 #: Largest head dim: every candidate tiling keeps Q, a K and a V tile of BLOCK_D <= 256 on chip.
 MAX_HEAD_DIM = 256
 
@@ -422,7 +425,10 @@ def attention(
                 DOT_PRECISION=precision, USE_TMA=bool(use_tma), BLOCK_D=block_d, SCALE_MODE=scale_mode)
 
     if config is None and interpreting():
-        config = {"BLOCK_M": 16, "BLOCK_N": 16, "num_warps": 1, "num_stages": 1}
+        # The interpreter runs every key block in Python: thousands of keys (the strategies'
+        # 16-bit index probes hold 32k-65k) take wide key blocks, or one call takes seconds.
+        config = {"BLOCK_M": 16, "BLOCK_N": 16 if Nk <= INTERPRETER_LONG_KEYS else 4096, "num_warps": 1,
+                  "num_stages": 1}
     if config is None:
         key = (tune_n, args[-1], D, *meta.values())
         best = _TUNED.get(key)

@@ -42,6 +42,7 @@ from strategies._text import ReplayableRepr, call_text, num, short_dtype
 from strategies._validation import (
     check_argument,
     check_caps,
+    check_optional_bool,
     check_positive_int,
     length_bounds,
     reject_extra_keys,
@@ -51,11 +52,11 @@ from strategies._validation import (
 )
 from strategies.features import ATTENTION_LAYOUTS, QK_VALUE_KINDS, V_VALUE_KINDS, ordered
 from strategies.layouts import is_aligned, is_noncontiguous, materialize
-from strategies.lengths import length_features, lengths
+from strategies.lengths import draws_index_width, index_width_length, index_width_lengths, length_features, lengths
 from strategies.masks import MASK_KINDS, MaskSpec, keep_features, mask_specs
 from strategies.rounding import to_format
 from strategies.specials import SpecialSpec, special_kinds, special_specs
-from strategies.values import ValueRecipe, magnitudes, value_recipes
+from strategies.values import ValueRecipe, magnitudes, position_distinct, value_recipes
 from verify.capabilities import Capabilities
 from verify.dtypes import FORMATS, FloatFormat, get_format
 
@@ -67,6 +68,21 @@ INTERESTING_HEAD_DIMS = (1, 2, 3, 4, 5, 7, 8, 16, 24, 32, 40, 48, 64, 72, 80, 96
 MASK_SHAPES = ("qk", "11qk", "b1qk", "bhqk")
 KEY_PADDING_SHAPES = ("b11k",) + MASK_SHAPES
 MAX_SPECIALS = 3
+#: Long-key probes (see ``attention_cases``) keep the rest of the case small: at most this
+#: many queries, one batch, two K/V heads (four query heads with GQA) and head dims up to
+#: ``LONG_KEY_MAX_HEAD_DIM``, so one costs about as much as an ordinary example.  Two K/V
+#: heads, because a key offset that wraps reads the rows before the head's, which belong
+#: to another head: with one head, a read that lands back in the same head (such as key
+#: j - 1 for key j when Nk = 65535) moves a (key, value) pair but barely changes the
+#: output, a weighted sum over all pairs.
+LONG_KEY_MAX_QUERIES = 4
+LONG_KEY_KV_HEADS = 2
+LONG_KEY_MAX_HEAD_DIM = 16
+#: Spread of Q and K in a long-key probe: the scores' spread (the product of the two with
+#: the default scale) lies in [4, 16], so a few of the 32k-65k keys carry most of the
+#: weight and the output is theirs; near-flat scores make it a mean over all keys, which
+#: hides which rows were read.
+LONG_KEY_QK_SPREAD = (2.0, 4.0)
 
 
 @dataclass(frozen=True, eq=False)
@@ -406,6 +422,7 @@ class _AttentionConfig:
     gqa: bool
     noncontiguous: bool
     layout_alignment: int = 1
+    index_lengths: tuple[int, ...] = ()  # rare key lengths past max_seq (lengths.INDEX_WIDTH_LENGTHS)
 
     def __repr__(self) -> str:
         return self.call
@@ -449,6 +466,7 @@ def attention_cases(
     max_heads: int = 4,
     head_dims: tuple[int, ...] | list[int] | None = None,
     special_values: bool | None = None,
+    index_widths: bool = True,
 ) -> SearchStrategy[AttentionCase]:
     """Attention inputs within the target's capabilities, rich in adversarial features.
 
@@ -465,6 +483,12 @@ def attention_cases(
     * ``head_dims``: the dims to draw from, smallest first; None uses
       ``INTERESTING_HEAD_DIMS`` within the caps limits.
     * ``special_values``: None follows ``caps``; True insists; False gives no NaN/+inf.
+    * ``index_widths``: about one example in ``INDEX_WIDTH_ODDS`` is a long-key probe: Nk
+      at the edge of 16-bit indexing (32767..65537), past ``max_seq`` but within
+      ``caps.max_length``, with a few queries, one K/V head, a small head dim, the default
+      scale, no mask, no causal flag, no NaN/inf, and Q, K, V whose rows tell the key
+      positions apart (``position_distinct``), so that a kernel reading the wrong key or
+      value row changes the output; False never draws them.
     """
     caps = check_caps(caps)
     formats = resolve_dtypes(dtypes, caps)
@@ -473,6 +497,7 @@ def attention_cases(
     check_positive_int(max_heads, "max_heads")
     dims = _resolve_head_dims(head_dims, caps)
     specials_on = resolve_switch(special_values, caps.special_values, "special_values", "special_values")
+    check_optional_bool(index_widths, "index_widths")
     masks_on = caps.neg_inf
     config = _AttentionConfig(
         call=call_text(
@@ -484,6 +509,7 @@ def attention_cases(
             max_heads=max_heads,
             head_dims=head_dims,
             special_values=special_values,
+            index_widths=index_widths,
         ),
         formats=formats,
         min_seq=lo,
@@ -499,6 +525,7 @@ def attention_cases(
         gqa=caps.gqa,
         noncontiguous=caps.noncontiguous,
         layout_alignment=caps.layout_alignment,
+        index_lengths=index_width_lengths(lo, caps.max_length, hi) if index_widths else (),
     )
     return _attention_cases(config)
 
@@ -517,6 +544,40 @@ def _scales() -> SearchStrategy[float | None]:
     return st.one_of(st.just(None), explicit)
 
 
+def _long_key_head_dim(drawn: int, allowed: tuple[int, ...]) -> int:
+    """The drawn head dim if it is small, else the largest allowed one up to
+    ``LONG_KEY_MAX_HEAD_DIM`` (the smallest allowed one if none is that small)."""
+    small = [d for d in allowed if d <= LONG_KEY_MAX_HEAD_DIM]
+    if drawn in small:
+        return drawn
+    return max(small) if small else min(allowed)
+
+
+def _long_key_recipes(q: ValueRecipe, k: ValueRecipe, v: ValueRecipe, fmt: FloatFormat,
+                      seq_k: int) -> tuple[ValueRecipe, ValueRecipe, ValueRecipe]:
+    """Q, K, V recipes of a long-key probe: every key gets its own score and every value row
+    its own numbers, and a few keys carry most of the weight, so reading key or value row
+    j' for j changes the output.
+
+    Q and K become normal with spreads in ``LONG_KEY_QK_SPREAD`` (scores spread 4..16 with
+    the default scale); K keeps its offset, kept as ``position_distinct`` keeps it (it adds
+    the same amount to every score of a query and cancels), Q is centred (an offset in Q
+    widens the scores' spread by ``sqrt(D)`` times the offset).  V becomes
+    ``position_distinct`` and centred (an offset is a common part of every value row that
+    hides their differences) with its spread within an eighth of ``v_limit``, so that no
+    entry is clipped to the same value.
+    """
+    low, high = LONG_KEY_QK_SPREAD
+
+    def peaked(r: ValueRecipe, offset: float) -> ValueRecipe:
+        base = position_distinct(ValueRecipe("normal", scale=r.scale, offset=offset), fmt)
+        return ValueRecipe("normal", scale=min(max(base.scale, low), high), offset=base.offset)
+
+    v = position_distinct(ValueRecipe(v.kind, scale=v.scale), fmt)
+    v = ValueRecipe(v.kind, scale=min(v.scale, v_limit(fmt, seq_k) / 8.0))
+    return peaked(q, 0.0), peaked(k, k.offset), v
+
+
 @st.composite
 def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
     fmt = draw(st.sampled_from(c.formats))
@@ -528,6 +589,9 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
     seq_q = draw(st.one_of(st.just(seq_k), lengths(c.min_seq, c.max_seq)))
     head_dim = draw(st.sampled_from(c.head_dims))
     scale = draw(_scales())
+
+    # A long-key probe (rare): the key length itself comes from the seed, below.
+    wide = draws_index_width(draw, c.index_lengths)
 
     causal = draw(st.booleans()) if c.causal else False
     if causal and c.causal_square_only:
@@ -557,6 +621,17 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
     specials = tuple(draw(st.lists(special_specs(kinds, shapes), max_size=MAX_SPECIALS)))
     layouts = tuple(draw(st.sampled_from(_layouts_for(c, shape, fmt))) for _, shape in shapes)
     seed = draw(st.integers(0, _rng.SEED_MAX))
+    if wide:
+        seq_k = index_width_length(c.index_lengths, seed)
+        batch, heads_kv, heads_q = 1, LONG_KEY_KV_HEADS, LONG_KEY_KV_HEADS * min(group, 2)
+        seq_q = min(seq_q, LONG_KEY_MAX_QUERIES)
+        head_dim = _long_key_head_dim(head_dim, c.head_dims)
+        scale, causal, mask, mask_shape, specials = None, False, None, "qk", ()
+        q, k, v = _long_key_recipes(q, k, v, fmt, seq_k)
+        # The layouts were drawn for the ordinary shapes: redraw none, keep those still allowed.
+        long_shapes = ((batch, heads_q, seq_q, head_dim), (batch, heads_kv, seq_k, head_dim))
+        layouts = tuple(layout if layout in _layouts_for(c, long_shapes[i > 0], fmt) else "contiguous"
+                        for i, layout in enumerate(layouts))
     spec = AttentionSpec(
         dtype=fmt.name,
         batch=batch,

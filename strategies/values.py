@@ -347,3 +347,31 @@ def _interpret(fmt: FloatFormat, limit: float, kind: str, a: float, b: float, p:
         bound = max(1.0, min(limit / 4, width / (16 * fmt.eps)))
         return ValueRecipe(kind, scale=width, offset=sign * min(abs(b), bound) if b else 0.0)
     raise AssertionError(kind)
+
+
+#: Kinds whose entries differ from position to position (given enough spread).
+POSITION_DISTINCT_KINDS = ("normal", "uniform")
+#: The spread of a position-distinct row: at least this many ulps of its offset...
+POSITION_SPREAD_ULPS = 64
+#: ...and within these bounds: wide enough that neighbours differ, narrow enough that no
+#: output underflows (exp(-8 * 4) / 65537 is still a normal float32 and bfloat16).
+POSITION_SPREAD = (1.0, 4.0)
+
+
+def position_distinct(recipe: ValueRecipe, fmt: FloatFormat) -> ValueRecipe:
+    """``recipe`` made to tell the positions of a row apart, for rows drawn to probe index width.
+
+    An index-width bug (an offset that wraps or is truncated) reads or writes another
+    position of the row, and shows only where the output there changes.  A constant, tied
+    or tiny-spread row hides it (the other position holds the same value), and so does a
+    huge spread or outliers (nearly every output underflows to 0 either way).  So the kind
+    becomes ``normal`` unless it is ``uniform``; the offset is kept within
+    ``1 / (16 eps)``, where ``POSITION_SPREAD_ULPS`` ulps of it stay below the upper spread;
+    the spread is clipped to ``POSITION_SPREAD``.  Softmax does not depend on the offset.
+    """
+    kind = recipe.kind if recipe.kind in POSITION_DISTINCT_KINDS else "normal"
+    bound = 1.0 / (16.0 * fmt.eps)
+    offset = min(max(recipe.offset, -bound), bound)
+    low, high = POSITION_SPREAD
+    scale = min(max(recipe.scale, low, POSITION_SPREAD_ULPS * abs(offset) * fmt.eps), high)
+    return ValueRecipe(kind, scale=scale, offset=offset)

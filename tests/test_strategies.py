@@ -279,7 +279,7 @@ def test_softmax_elementwise_values_are_stored_exactly(case: SoftmaxCase) -> Non
 
 
 @checks(40)
-@given(attention_cases(dtypes=ALL_DTYPES, caps=CAPS_ALL, max_seq=48))
+@given(attention_cases(dtypes=ALL_DTYPES, caps=CAPS_ALL, max_seq=48, index_widths=False))
 def test_attention_shapes_bounds_and_mask_broadcast(case: AttentionCase) -> None:
     s = case.spec
     x = case.build()
@@ -597,6 +597,47 @@ def test_index_width_rows_make_a_misaddressing_visible() -> None:
 
     probe()
     assert len(set(wide_rows)) >= 3, sorted(wide_rows)
+
+
+def test_long_key_probes_make_a_misread_key_visible() -> None:
+    """An attention case drawn at a 16-bit index width exists to show a kernel that reads
+    the wrong key or value row.  The output is a weighted sum over all (key, value) pairs,
+    so it shows a misread only where the misread rows differ and carry weight: two K/V
+    heads (a wrapped offset lands in the other head's rows), peaked scores, centred values.
+    Reading the second half of each head's keys and values from the other head must move
+    the output by many units of u * sum_j p_j |v_j| (the suite's error unit).
+    """
+    seen = []
+
+    @settings(max_examples=600, database=None, phases=[Phase.generate], derandomize=True,
+              suppress_health_check=list(HealthCheck))
+    @given(attention_cases(dtypes=("float16", "bfloat16", "float32"), max_seq=16))
+    def probe(case: AttentionCase) -> None:
+        s = case.spec
+        if s.seq_k <= 16:
+            return
+        assert s.seq_k == index_width_length(INDEX_WIDTH_LENGTHS, s.seed)
+        assert (s.batch, s.heads_kv) == (1, 2) and s.heads_q in (2, 4) and s.seq_q <= 4 and s.head_dim <= 16
+        assert s.mask is None and not s.causal and not s.specials and s.scale is None
+        x = case.build()
+        q, k, v = (t.double() for t in (x.q, x.k, x.v))
+        k, v = (t.repeat_interleave(s.heads_q // 2, 1) for t in (k, v))
+        half = s.seq_k // 2
+        k2, v2 = k.clone(), v.clone()
+        k2[:, :, half:], v2[:, :, half:] = k.flip(1)[:, :, half:], v.flip(1)[:, :, half:]
+
+        def attend(kk, vv):
+            p = torch.softmax(x.scale * q @ kk.transpose(-1, -2), -1)
+            return p @ vv, p @ vv.abs()
+
+        o, weight = attend(k, v)
+        o2, _ = attend(k2, v2)
+        units = ((o - o2).abs() / (get_format(s.dtype).eps * weight)).max()
+        seen.append(float(units))
+
+    probe()
+    assert len(seen) >= 10, seen
+    assert min(seen) > 100, sorted(seen)[:5]
 
 
 def test_softmax_reaches_16_bit_index_widths_within_the_caps() -> None:
