@@ -22,6 +22,7 @@ import math
 import torch
 import triton
 import triton.language as tl
+from triton.runtime.errors import OutOfResources
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from kernels.triton_support import LN2, check_device, check_dtype, interpreting, safe_max
@@ -258,7 +259,8 @@ _attn_fwd_tuned = triton.autotune(
 
 _DTYPE_ID = {torch.float16: 0, torch.bfloat16: 1, torch.float32: 2}
 
-#: Under the interpreter, key sequences longer than this are tiled 4096 keys wide, not 16.
+#: Under the interpreter, key sequences longer than this are tiled 128 keys wide, not 16 (and
+#: 4096 wide past eight times this): many key blocks still, but not thousands.
 INTERPRETER_LONG_KEYS = 1024
 
 #: Largest head dim: every candidate tiling keeps Q, a K and a V tile of BLOCK_D <= 256 on chip.
@@ -427,8 +429,8 @@ def attention(
     if config is None and interpreting():
         # The interpreter runs every key block in Python: thousands of keys (the strategies'
         # 16-bit index probes hold 32k-65k) take wide key blocks, or one call takes seconds.
-        config = {"BLOCK_M": 16, "BLOCK_N": 16 if Nk <= INTERPRETER_LONG_KEYS else 4096, "num_warps": 1,
-                  "num_stages": 1}
+        block_n = 16 if Nk <= INTERPRETER_LONG_KEYS else 128 if Nk <= 8 * INTERPRETER_LONG_KEYS else 4096
+        config = {"BLOCK_M": 16, "BLOCK_N": block_n, "num_warps": 1, "num_stages": 1}
     if config is None:
         key = (tune_n, args[-1], D, *meta.values())
         best = _TUNED.get(key)
@@ -444,8 +446,21 @@ def attention(
                                (k_arg, config["BLOCK_N"]), (v_arg, config["BLOCK_N"])):
                 desc.block_shape = [1, 1, rows, block_d]
         grid = (triton.cdiv(Nq, config["BLOCK_M"]) * B * Hq,)
-        _attn_fwd_kernel[grid](*args, **meta, BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"],
-                               num_warps=config.get("num_warps", 4), num_stages=config.get("num_stages", 2))
+        stages = config.get("num_stages", 2)
+        while True:
+            # A tiling tuned on one call may not fit in shared memory on the next, which Triton
+            # compiles as another variant (it specializes on stride alignment): on the H200 a
+            # 2 x 2 mask after tuned masked calls needed 256 KiB of 227 at 128 x 128 x 3 stages
+            # (found by the suite on 2026-11-29, after it began drawing sliced and expanded
+            # masks).  Fewer stages hold less and compute the same result.
+            try:
+                _attn_fwd_kernel[grid](*args, **meta, BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"],
+                                       num_warps=config.get("num_warps", 4), num_stages=stages)
+                break
+            except OutOfResources:
+                if stages <= 1:
+                    raise
+                stages -= 1
     return (out, lse) if return_lse else out
 
 

@@ -8,7 +8,8 @@ readable descriptions (``case.describe()``) and replay bit for bit
 Public API::
 
     softmax_cases(dtypes=..., caps=..., max_length=..., max_rows=...,
-                  special_values=..., masks=..., elementwise=...) -> SearchStrategy[SoftmaxCase]
+                  special_values=..., masks=..., elementwise=..., index_widths=...,
+                  long_rows=..., many_rows=..., four_d=...)       -> SearchStrategy[SoftmaxCase]
     attention_cases(dtypes=..., caps=..., max_seq=..., max_batch=..., max_heads=...,
                     head_dims=..., special_values=...)            -> SearchStrategy[AttentionCase]
     case_from_dict(d)                                             -> SoftmaxCase | AttentionCase

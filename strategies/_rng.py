@@ -19,6 +19,7 @@ import numpy as np
 VALUES = 1
 MASK = 2
 INDEX_WIDTH = 3  # which index-width length a probe row takes (strategies.lengths)
+LONG_LENGTH = 4  # which length of its kind a long-row probe takes (strategies.lengths)
 Q = 11
 K = 12
 V = 13

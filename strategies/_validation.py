@@ -39,6 +39,11 @@ def check_positive_int(value: object, name: str) -> int:
     return value
 
 
+def check_bool(value: object, name: str) -> None:
+    if not isinstance(value, bool):
+        raise InvalidArgument(f"{name} must be True or False, got {name}={value!r}")
+
+
 def check_optional_bool(value: object, name: str) -> None:
     if value is not None and not isinstance(value, bool):
         raise InvalidArgument(f"{name} must be True, False or None (None: follow caps), got {name}={value!r}")

@@ -52,7 +52,7 @@ from strategies._validation import (
 )
 from strategies.features import ATTENTION_LAYOUTS, QK_VALUE_KINDS, V_VALUE_KINDS, ordered
 from strategies.layouts import is_aligned, is_noncontiguous, materialize
-from strategies.lengths import draws_index_width, index_width_length, index_width_lengths, length_features, lengths
+from strategies.lengths import INDEX_WIDTH_LENGTHS, draws_index_width, index_width_length, index_width_lengths, length_features, lengths
 from strategies.masks import MASK_KINDS, MaskSpec, keep_features, mask_specs
 from strategies.rounding import to_format
 from strategies.specials import SpecialSpec, special_kinds, special_specs
@@ -62,10 +62,22 @@ from verify.dtypes import FORMATS, FloatFormat, get_format
 
 #: Head dims tried when none are given, smallest first (shrinking goes to small D).
 #: Powers of two, the non-powers of two real models use, and tiny ones.
-INTERESTING_HEAD_DIMS = (1, 2, 3, 4, 5, 7, 8, 16, 24, 32, 40, 48, 64, 72, 80, 96, 112, 120, 128, 160, 192, 256)
+#: Past 256 (one over it, and 512) only where the target's ``head_dim_max`` allows: a kernel
+#: that tiles D in 256-wide blocks, or keeps one 256-wide tile, goes wrong there.
+INTERESTING_HEAD_DIMS = (1, 2, 3, 4, 5, 7, 8, 16, 24, 32, 40, 48, 64, 72, 80, 96, 112, 120, 128, 160, 192, 256,
+                         257, 512)
+#: Cases with a head dim past this keep at most WIDE_HEAD_MAX_SEQ queries and keys, one
+#: batch and two K/V heads.
+WIDE_HEAD_DIM = 256
+WIDE_HEAD_MAX_SEQ = 32
 
 #: Broadcast shapes of the boolean mask; key-padding masks may also be (B, 1, 1, Nk).
-MASK_SHAPES = ("qk", "11qk", "b1qk", "bhqk")
+MASK_SHAPES = ("qk", "11qk", "b1qk", "1hqk", "bhqk")
+#: How the mask tensor is laid out in memory (its values are the same in every layout):
+#: ``contiguous``; ``sliced``, a view into a larger buffer whose extra rows and columns
+#: hold a checkerboard (as a cached causal mask sliced to ``[:Nq, :Nk]``); ``transposed``,
+#: column-major; ``expanded``, broadcast to (B, Hq, Nq, Nk) with zero strides.
+MASK_LAYOUTS = ("contiguous", "sliced", "transposed", "expanded")
 KEY_PADDING_SHAPES = ("b11k",) + MASK_SHAPES
 MAX_SPECIALS = 3
 #: Long-key probes (see ``attention_cases``) keep the rest of the case small: at most this
@@ -83,6 +95,20 @@ LONG_KEY_MAX_HEAD_DIM = 16
 #: weight and the output is theirs; near-flat scores make it a mean over all keys, which
 #: hides which rows were read.
 LONG_KEY_QK_SPREAD = (2.0, 4.0)
+#: Rare probes past the size profile (see ``attention_cases``): one example in
+#: ``PROBE_ODDS`` has up to ``MID_KEYS_MAX`` keys (with few queries and heads, any mask,
+#: values and specials), one more has up to ``MANY_HEADS_MAX_BATCH`` x
+#: ``MANY_HEADS_MAX_KV_HEADS`` x ``MANY_HEADS_MAX_GROUP`` (batch, head) pairs of short
+#: sequences.  Tiling bugs past a few key blocks, and per-program state that leaks across
+#: (batch, head) pairs of a persistent grid, show only there.
+PROBE_ODDS = 10
+MID_KEYS_MAX = 4097
+MID_KEYS_MAX_QUERIES = 16
+MID_KEYS_MAX_HEAD_DIM = 64
+MANY_HEADS_MAX_BATCH = 4
+MANY_HEADS_MAX_KV_HEADS = 8
+MANY_HEADS_MAX_GROUP = 8
+MANY_HEADS_MAX_SEQ = 16
 
 
 @dataclass(frozen=True, eq=False)
@@ -118,6 +144,7 @@ class AttentionSpec:
     causal: bool = False
     mask: MaskSpec | None = None
     mask_shape: str = "qk"
+    mask_layout: str = "contiguous"
     q: ValueRecipe = ValueRecipe()
     k: ValueRecipe = ValueRecipe()
     v: ValueRecipe = ValueRecipe()
@@ -154,6 +181,8 @@ class AttentionSpec:
             raise spec_error("attention spec", f"mask_shape must be one of {shapes}", self.mask_shape)
         if self.mask is not None and self.mask.kind == "none":
             raise spec_error("attention spec", "write mask=None rather than a mask of kind 'none'")
+        if self.mask_layout not in MASK_LAYOUTS:
+            raise spec_error("attention spec", f"mask_layout must be one of {MASK_LAYOUTS}", self.mask_layout)
         if self.mask_shape == "b11k" and (self.mask is None or self.mask.kind != "key-padding"):
             raise spec_error("attention spec", "mask_shape 'b11k' is for key-padding masks only")
         if any(s.tensor not in ("q", "k", "v") or len(s.index) != 4 for s in self.specials):
@@ -201,6 +230,7 @@ class AttentionSpec:
             "causal": self.causal,
             "mask": None if self.mask is None else self.mask.to_dict(),
             "mask_shape": self.mask_shape,
+            "mask_layout": self.mask_layout,
             "q": self.q.to_dict(),
             "k": self.k.to_dict(),
             "v": self.v.to_dict(),
@@ -229,6 +259,7 @@ class AttentionSpec:
                 causal=bool(d.pop("causal", False)),
                 mask=None if mask is None else MaskSpec.from_dict(mask),
                 mask_shape=d.pop("mask_shape", "qk"),
+                mask_layout=d.pop("mask_layout", "contiguous"),
                 q=ValueRecipe.from_dict(d.pop("q", {})),
                 k=ValueRecipe.from_dict(d.pop("k", {})),
                 v=ValueRecipe.from_dict(d.pop("v", {})),
@@ -250,6 +281,7 @@ class AttentionSpec:
             "qk": (1, 1),
             "11qk": (1, 1),
             "b1qk": (self.batch, 1),
+            "1hqk": (1, self.heads_q),
             "bhqk": (self.batch, self.heads_q),
             "b11k": (self.batch, 1),
         }[self.mask_shape]
@@ -291,8 +323,30 @@ class AttentionSpec:
             for name, layout in zip("qkv", self.layouts, strict=True)
         )
         keep = self.keep()
-        mask = None if keep is None else torch.from_numpy(np.ascontiguousarray(keep)).to(device)
+        mask = None if keep is None else _lay_out_mask(keep, self.mask_layout, self.shapes["q"][:2], device)
         return AttentionInputs(q=q, k=k, v=v, scale=self.effective_scale, causal=self.causal, mask=mask)
+
+
+#: Extra rows and columns around a ``sliced`` mask.
+_MASK_SLACK = (1, 3)
+
+
+def _lay_out_mask(keep: np.ndarray, layout: str, batch_heads: tuple[int, int], device: str) -> torch.Tensor:
+    """The boolean mask ``keep`` (in its broadcast shape) as a tensor in ``layout`` (MASK_LAYOUTS)."""
+    if layout == "transposed":
+        return torch.from_numpy(np.ascontiguousarray(np.swapaxes(keep, -1, -2))).to(device).transpose(-1, -2)
+    if layout == "sliced":
+        rows, cols = keep.shape[-2] + _MASK_SLACK[0], keep.shape[-1] + _MASK_SLACK[1]
+        # The slack holds a checkerboard: a kernel that reads the mask with the wrong row
+        # stride sees other values than the true rows hold, whatever those are.
+        board = (np.add.outer(np.arange(rows), np.arange(cols)) % 2).astype(bool)
+        buffer = np.broadcast_to(board, (*keep.shape[:-2], rows, cols)).copy()
+        buffer[..., : keep.shape[-2], : keep.shape[-1]] = keep
+        return torch.from_numpy(buffer).to(device)[..., : keep.shape[-2], : keep.shape[-1]]
+    mask = torch.from_numpy(np.ascontiguousarray(keep)).to(device)
+    if layout == "expanded":
+        return mask.expand(*batch_heads, *keep.shape[-2:])
+    return mask
 
 
 def qk_limit(fmt: FloatFormat, head_dim: int, scale: float) -> float:
@@ -319,6 +373,12 @@ def _score_spread(spec: AttentionSpec) -> float:
 
 def attention_features(spec: AttentionSpec) -> tuple[str, ...]:
     found = [f"dtype:{spec.dtype}", *length_features(spec.seq_k)]
+    if spec.seq_k >= 512:
+        found.append("attn:long-keys")
+    if spec.seq_k >= INDEX_WIDTH_LENGTHS[0]:
+        found.append("attn:index-width")
+    if spec.batch * spec.heads_q >= 16:
+        found.append("attn:many-heads")
     hq, hkv = spec.heads_q, spec.heads_kv
     found.append("attn:mha" if hq == hkv else "attn:mqa" if hkv == 1 else "attn:gqa")
     if spec.seq_q < spec.seq_k:
@@ -332,6 +392,8 @@ def attention_features(spec: AttentionSpec) -> tuple[str, ...]:
     if spec.mask is not None:
         found.append("attn:bool-mask")
         found.append(f"mask-shape:{spec.mask_shape}")
+        if spec.mask_layout != "contiguous":
+            found.append(f"mask-layout:{spec.mask_layout}")
         if spec.causal:
             found.append("attn:causal+mask")
         found.extend(spec.mask.kind_features())
@@ -342,11 +404,15 @@ def attention_features(spec: AttentionSpec) -> tuple[str, ...]:
     found.append("hdim:pow2" if _is_pow2(d) else "hdim:non-pow2")
     if d >= 160:
         found.append("hdim:large")
+    if d > 256:
+        found.append("hdim:over-256")
     if spec.scale is None:
         found.append("scale:default")
     else:
         found.append("scale:explicit")
-        if abs(spec.scale) <= 1e-3:
+        if spec.scale == 0:
+            found.append("scale:zero")
+        elif abs(spec.scale) <= 1e-3:
             found.append("scale:tiny")
         if abs(spec.scale) >= 1e2:
             found.append("scale:huge")
@@ -392,7 +458,8 @@ class AttentionCase(ReplayableRepr):
         if s.causal:
             parts.append("causal")
         if s.mask is not None:
-            parts.append(f"mask={s.mask.describe()}@{s.mask_shape}")
+            parts.append(f"mask={s.mask.describe()}@{s.mask_shape}"
+                         + ("" if s.mask_layout == "contiguous" else f"/{s.mask_layout}"))
         parts.append(f"q={s.q.describe()} k={s.k.describe()} v={s.v.describe()}")
         if s.specials:
             parts.append("specials=[" + ", ".join(sp.describe() for sp in s.specials) + "]")
@@ -423,6 +490,8 @@ class _AttentionConfig:
     noncontiguous: bool
     layout_alignment: int = 1
     index_lengths: tuple[int, ...] = ()  # rare key lengths past max_seq (lengths.INDEX_WIDTH_LENGTHS)
+    mid_keys_max: int = 0  # rare key lengths in (max_seq, mid_keys_max]; 0: none
+    many_heads: bool = False  # rare cases with many (batch, head) pairs
 
     def __repr__(self) -> str:
         return self.call
@@ -467,6 +536,7 @@ def attention_cases(
     head_dims: tuple[int, ...] | list[int] | None = None,
     special_values: bool | None = None,
     index_widths: bool = True,
+    probes: bool = True,
 ) -> SearchStrategy[AttentionCase]:
     """Attention inputs within the target's capabilities, rich in adversarial features.
 
@@ -489,6 +559,12 @@ def attention_cases(
       scale, no mask, no causal flag, no NaN/inf, and Q, K, V whose rows tell the key
       positions apart (``position_distinct``), so that a kernel reading the wrong key or
       value row changes the output; False never draws them.
+    * ``probes``: about one example in ``PROBE_ODDS`` has Nk past ``max_seq``, up to
+      ``MID_KEYS_MAX`` (within ``caps.max_length``), with at most ``MID_KEYS_MAX_QUERIES``
+      queries, one batch, two K/V heads and D <= ``MID_KEYS_MAX_HEAD_DIM`` but everything
+      else as usual; about one more has many (batch, head) pairs (up to
+      ``MANY_HEADS_MAX_BATCH`` x ``MANY_HEADS_MAX_KV_HEADS`` x ``MANY_HEADS_MAX_GROUP``) of
+      sequences up to ``MANY_HEADS_MAX_SEQ``.  False never draws them.
     """
     caps = check_caps(caps)
     formats = resolve_dtypes(dtypes, caps)
@@ -498,6 +574,7 @@ def attention_cases(
     dims = _resolve_head_dims(head_dims, caps)
     specials_on = resolve_switch(special_values, caps.special_values, "special_values", "special_values")
     check_optional_bool(index_widths, "index_widths")
+    check_optional_bool(probes, "probes")
     masks_on = caps.neg_inf
     config = _AttentionConfig(
         call=call_text(
@@ -510,6 +587,7 @@ def attention_cases(
             head_dims=head_dims,
             special_values=special_values,
             index_widths=index_widths,
+            probes=probes,
         ),
         formats=formats,
         min_seq=lo,
@@ -526,6 +604,8 @@ def attention_cases(
         noncontiguous=caps.noncontiguous,
         layout_alignment=caps.layout_alignment,
         index_lengths=index_width_lengths(lo, caps.max_length, hi) if index_widths else (),
+        mid_keys_max=min(MID_KEYS_MAX, caps.max_length or MID_KEYS_MAX) if probes else 0,
+        many_heads=probes,
     )
     return _attention_cases(config)
 
@@ -538,16 +618,24 @@ def _layouts_for(c: _AttentionConfig, shape: tuple[int, ...], fmt: FloatFormat) 
                  if is_aligned(name, shape, fmt.torch_dtype.itemsize, c.layout_alignment))
 
 
-def _scales() -> SearchStrategy[float | None]:
-    # None (1/sqrt(D)) first; then +-m*10**e from 1e-6 to 1e6 (shrinking to 1.0).
+#: One example in this many takes a scale of 0: softmax is uniform over the visible keys
+#: there (and ``scale or 1 / sqrt(D)`` silently takes the default).
+ZERO_SCALE_ODDS = 16
+
+
+@st.composite
+def _scales(draw: st.DrawFn) -> float | None:
+    # None (1/sqrt(D)) first; then +-m*10**e from 1e-6 to 1e6 (shrinking to 1.0); rarely 0,
+    # drawn apart so that it stays rare (a third branch of one_of would take a third).
     explicit = st.tuples(magnitudes(1e-6, 1e6), st.booleans()).map(lambda p: -p[0] if p[1] else p[0])
-    return st.one_of(st.just(None), explicit)
+    scale = draw(st.one_of(st.just(None), explicit))
+    return 0.0 if draw(st.integers(0, ZERO_SCALE_ODDS - 1)) == ZERO_SCALE_ODDS - 1 else scale
 
 
-def _long_key_head_dim(drawn: int, allowed: tuple[int, ...]) -> int:
-    """The drawn head dim if it is small, else the largest allowed one up to
-    ``LONG_KEY_MAX_HEAD_DIM`` (the smallest allowed one if none is that small)."""
-    small = [d for d in allowed if d <= LONG_KEY_MAX_HEAD_DIM]
+def _small_head_dim(drawn: int, allowed: tuple[int, ...], largest: int) -> int:
+    """The drawn head dim if it is at most ``largest``, else the largest allowed one up to
+    it (the smallest allowed one if none is that small)."""
+    small = [d for d in allowed if d <= largest]
     if drawn in small:
         return drawn
     return max(small) if small else min(allowed)
@@ -584,10 +672,29 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
     batch = draw(st.integers(1, c.max_batch))
     heads_kv = draw(st.integers(1, c.max_heads))
     group = draw(st.integers(1, c.max_heads // heads_kv)) if c.gqa else 1
-    heads_q = heads_kv * group
     seq_k = draw(lengths(c.min_seq, c.max_seq))
     seq_q = draw(st.one_of(st.just(seq_k), lengths(c.min_seq, c.max_seq)))
     head_dim = draw(st.sampled_from(c.head_dims))
+    probe = draw(st.integers(0, PROBE_ODDS - 1))  # shrinks to 0: no probe
+    if probe == PROBE_ODDS - 1 and c.mid_keys_max > c.max_seq:
+        # Many key blocks (a few thousand keys), the rest of the case kept small.
+        seq_k = draw(lengths(c.max_seq + 1, c.mid_keys_max))
+        seq_q = min(seq_q, MID_KEYS_MAX_QUERIES)
+        batch, heads_kv, group = 1, min(heads_kv, 2), min(group, 2)
+        head_dim = _small_head_dim(head_dim, c.head_dims, MID_KEYS_MAX_HEAD_DIM)
+    elif probe == PROBE_ODDS - 2 and c.many_heads:
+        # Many (batch, head) pairs: a persistent grid's programs each take several.
+        batch = draw(st.integers(1, MANY_HEADS_MAX_BATCH))
+        heads_kv = draw(st.integers(1, MANY_HEADS_MAX_KV_HEADS))
+        group = draw(st.integers(1, MANY_HEADS_MAX_GROUP)) if c.gqa else 1
+        seq_k = min(seq_k, MANY_HEADS_MAX_SEQ)
+        seq_q = min(seq_q, MANY_HEADS_MAX_SEQ)
+        head_dim = _small_head_dim(head_dim, c.head_dims, LONG_KEY_MAX_HEAD_DIM)
+    if head_dim > WIDE_HEAD_DIM:
+        # Rows this wide cost the oracle's exact fallback seconds each: keep the rest small.
+        seq_q, seq_k = min(seq_q, WIDE_HEAD_MAX_SEQ), min(seq_k, WIDE_HEAD_MAX_SEQ)
+        batch, heads_kv, group = 1, min(heads_kv, 2), min(group, 2)
+    heads_q = heads_kv * group
     scale = draw(_scales())
 
     # A long-key probe (rare): the key length itself comes from the seed, below.
@@ -596,15 +703,18 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
     causal = draw(st.booleans()) if c.causal else False
     if causal and c.causal_square_only:
         seq_q = seq_k
-    mask, mask_shape = None, "qk"
+    mask, mask_shape, mask_layout = None, "qk", "contiguous"
     if c.bool_mask:
         # Drawn even when it is then dropped, so that causal=True does not cost
         # fewer choices than causal=False (Hypothesis shrinks towards fewer choices).
         mask = draw(st.one_of(st.just(None), mask_specs(seq_q, seq_k, MASK_KINDS[1:])))
         if mask is not None:
             mask_shape = draw(st.sampled_from(KEY_PADDING_SHAPES if mask.kind == "key-padding" else MASK_SHAPES))
+        mask_layout = draw(st.sampled_from(MASK_LAYOUTS if c.noncontiguous else MASK_LAYOUTS[:1]))
         if causal and not c.causal_with_mask:
             mask, mask_shape = None, "qk"
+        if mask is None:
+            mask_layout = "contiguous"
 
     effective = 1.0 / math.sqrt(head_dim) if scale is None else scale
     qk_bound = qk_limit(fmt, head_dim, effective)
@@ -625,8 +735,8 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         seq_k = index_width_length(c.index_lengths, seed)
         batch, heads_kv, heads_q = 1, LONG_KEY_KV_HEADS, LONG_KEY_KV_HEADS * min(group, 2)
         seq_q = min(seq_q, LONG_KEY_MAX_QUERIES)
-        head_dim = _long_key_head_dim(head_dim, c.head_dims)
-        scale, causal, mask, mask_shape, specials = None, False, None, "qk", ()
+        head_dim = _small_head_dim(head_dim, c.head_dims, LONG_KEY_MAX_HEAD_DIM)
+        scale, causal, mask, mask_shape, mask_layout, specials = None, False, None, "qk", "contiguous", ()
         q, k, v = _long_key_recipes(q, k, v, fmt, seq_k)
         # The layouts were drawn for the ordinary shapes: redraw none, keep those still allowed.
         long_shapes = ((batch, heads_q, seq_q, head_dim), (batch, heads_kv, seq_k, head_dim))
@@ -644,6 +754,7 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         causal=causal,
         mask=mask,
         mask_shape=mask_shape,
+        mask_layout=mask_layout,
         q=q,
         k=k,
         v=v,

@@ -16,6 +16,10 @@ len:2^k / 2^k-1 / 2^k+1   at / just below / just above a power of two (k >= 1, >
 len:multB[-1|+1]       an exact multiple of B (16, 32, 64, 128), or one short / one over:
                        the ragged last tile of a blocked kernel; every B that applies is listed
 shape:3d               softmax input of shape (batch, rows, length)
+shape:4d               softmax input of shape (batch, heads, rows, length): two leading dims to flatten
+rows:many              softmax input of more than 32 rows in all: more rows than a persistent
+                       grid has programs, so each program takes several rows in turn
+len:long               softmax row longer than 1024: several blocks of a long-row tiling
 values:explicit        small input drawn element by element (spec holds the values)
 rows:mixed-ranges      rows of one matrix drawn from different value recipes
 mag:normal ...         the value recipe of some row (see ``strategies.values``)
@@ -39,13 +43,19 @@ attn:decode            a single query (Nq == 1)
 attn:causal            causal flag set
 attn:bool-mask         boolean mask given
 attn:causal+mask       both at once
+attn:long-keys         Nk >= 512 (many key blocks; the size profiles stop below)
+attn:index-width       Nk >= 32767, at the edge of 16-bit key offsets
+attn:many-heads        B * Hq >= 16 (a persistent grid's programs take several pairs)
 mask-shape:<shape>     broadcast shape of the boolean mask: (Nq,Nk), (1,1,Nq,Nk),
-                       (B,1,Nq,Nk), (B,Hq,Nq,Nk), (B,1,1,Nk)
+                       (B,1,Nq,Nk), (1,Hq,Nq,Nk), (B,Hq,Nq,Nk), (B,1,1,Nk)
+mask-layout:<name>     the mask tensor sliced from a larger one, transposed, or expanded
+                       with zero strides
 hdim:small             head dim <= 8
 hdim:pow2 / non-pow2   head dim a power of two or not (40, 72, 80, 96, 120, ...)
 hdim:large             head dim >= 160
+hdim:over-256          head dim > 256 (257, 512)
 scale:default          scale = 1/sqrt(D)
-scale:explicit         an explicit scale; also tiny (<= 1e-3), huge (>= 1e2), negative
+scale:explicit         an explicit scale; also zero, tiny (<= 1e-3), huge (>= 1e2), negative
 q:/k:/v:<recipe>       the value recipe of Q, K or V
 qk:one-hot             estimated spread of the scores across keys >= 100: softmax is one-hot
 qk:flat                estimated spread <= 1e-3: softmax is uniform
@@ -92,18 +102,25 @@ SOFTMAX_VALUE_KINDS = (
     "full-range",
     "outliers",
     "subnormal-output",
+    "drift",
 )
 QK_VALUE_KINDS = ("normal", "uniform", "constant", "outliers", "cancellation")
 V_VALUE_KINDS = QK_VALUE_KINDS + ("full-range",)
 
-SOFTMAX_LAYOUTS = ("contiguous", "row-padded", "transposed", "strided", "misaligned")
+#: Softmax layouts, simplest first.  "misaligned" stays last: its feature is
+#: ``layout:misaligned`` alone, and SOFTMAX_FEATURES lists ``layout:<name>`` for the others.
+SOFTMAX_LAYOUTS = (
+    "contiguous", "row-padded", "transposed", "strided", "batch-sliced", "lead-permuted", "misaligned"
+)
+#: Softmax layouts that only differ from contiguous for a 3-D or 4-D input.
+SOFTMAX_LEADING_LAYOUTS = ("batch-sliced", "lead-permuted")
 ATTENTION_LAYOUTS = ("contiguous", "bnhd", "head-dim-padded", "strided-seq", "misaligned")
 
 #: Features a softmax case can carry.
 SOFTMAX_FEATURES: tuple[str, ...] = (
     _DTYPE
     + _LENGTH
-    + ("shape:3d", "values:explicit", "rows:mixed-ranges")
+    + ("shape:3d", "shape:4d", "rows:many", "len:long", "values:explicit", "rows:mixed-ranges")
     + tuple(f"mag:{k}" for k in SOFTMAX_VALUE_KINDS)
     + ("mag:tiny-scale", "mag:huge-scale")
     + _MASK
@@ -118,10 +135,12 @@ ATTENTION_FEATURES: tuple[str, ...] = (
     + _LENGTH
     + ("attn:mha", "attn:gqa", "attn:mqa", "attn:nq<nk", "attn:nq>nk", "attn:decode")
     + ("attn:causal", "attn:bool-mask", "attn:causal+mask")
-    + tuple(f"mask-shape:{s}" for s in ("qk", "11qk", "b1qk", "bhqk", "b11k"))
+    + ("attn:long-keys", "attn:index-width", "attn:many-heads")
+    + tuple(f"mask-shape:{s}" for s in ("qk", "11qk", "b1qk", "1hqk", "bhqk", "b11k"))
+    + tuple(f"mask-layout:{s}" for s in ("sliced", "transposed", "expanded"))
     + _MASK
-    + ("hdim:small", "hdim:pow2", "hdim:non-pow2", "hdim:large")
-    + ("scale:default", "scale:explicit", "scale:tiny", "scale:huge", "scale:negative")
+    + ("hdim:small", "hdim:pow2", "hdim:non-pow2", "hdim:large", "hdim:over-256")
+    + ("scale:default", "scale:explicit", "scale:zero", "scale:tiny", "scale:huge", "scale:negative")
     + tuple(f"q:{k}" for k in QK_VALUE_KINDS)
     + tuple(f"k:{k}" for k in QK_VALUE_KINDS)
     + tuple(f"v:{k}" for k in V_VALUE_KINDS)

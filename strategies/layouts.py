@@ -7,13 +7,21 @@ and only then takes the view there, so the strides (and the NaN poison in the
 gaps) survive ``.to(device)``.  A kernel that reads outside the view or ignores
 the strides picks up NaN or scrambled values and fails visibly.
 
-Softmax (2-D / 3-D, last axis = the softmax axis):
+Softmax (2-D / 3-D / 4-D, last axis = the softmax axis):
   contiguous    plain row-major.
   row-padded    each row followed by a gap: row stride > length, last dim dense.
   transposed    stored column-major: the softmax axis has stride = rows.
   strided       every other element: last-dim stride 2.
   misaligned    contiguous, but starting one element into the allocation (the
                 data pointer is not 16-byte aligned).
+ 3-D (batch, rows, length) and 4-D (batch, heads, rows, length) only, where the leading
+ dims no longer collapse into one row stride (row r of the flattened input is not at
+ r * stride(-2)):
+  batch-sliced  each (rows, length) slab followed by a gap of whole rows, as when the
+                batch is sliced out of a larger buffer: batch (and head) strides exceed
+                rows x row stride.
+  lead-permuted the leading dims (all but the softmax axis) stored in reverse order and
+                permuted back: row stride = batch (x heads) x length, last dim dense.
 Attention (B, H, N, D):
   contiguous, misaligned as above;
   bnhd             stored as (B, N, H, D) and transposed, as after a fused QKV projection.
@@ -50,6 +58,12 @@ def plan(layout: str, shape: tuple[int, ...]) -> Plan:
         return (*lead, 2 * n), lambda b: b[..., ::2]
     if layout == "transposed":
         return (*lead[:-1], n, lead[-1]), lambda b: b.transpose(-1, -2)
+    if layout == "batch-sliced":
+        *outer, rows = lead
+        return (*outer, rows + _GAP, n), lambda b: b[..., :rows, :]
+    if layout == "lead-permuted":
+        order = tuple(reversed(range(len(lead)))) + (len(lead),)
+        return (*reversed(lead), n), lambda b: b.permute(order)
     if layout == "bnhd":
         bsz, heads, seq, dim = shape
         return (bsz, seq, heads, dim), lambda b: b.permute(0, 2, 1, 3)

@@ -7,7 +7,9 @@ largest length allowed.  :func:`lengths` draws a *kind* of length first and then
 a length of that kind, so every kind is reached often however wide the range.
 
 Kinds are listed simplest first and each kind's candidates run from small to
-large, so shrinking moves towards short, plain lengths.
+large, so shrinking moves towards short, plain lengths.  :func:`long_length` gives
+the rare long rows (up to 16385) of the same kinds at the edges of long tiles
+(512..4096), and :func:`index_width_length` lengths at the edges of 16-bit indexing.
 """
 
 from __future__ import annotations
@@ -116,8 +118,11 @@ def lengths(min_value: int = 1, max_value: int = 300) -> SearchStrategy[int]:
         min_value <= max_value,
         f"min_value={min_value} must not exceed max_value={max_value}; swap or widen the bounds",
     )
-    pickers = _pickers(min_value, max_value)
-    kinds = tuple(k for k in LENGTH_KINDS if k in pickers)
+    return _by_kind(_pickers(min_value, max_value, BLOCKS), LENGTH_KINDS)
+
+
+def _by_kind(pickers: dict[str, Callable[[int], int]], order: tuple[str, ...]) -> SearchStrategy[int]:
+    kinds = tuple(k for k in order if k in pickers)
     # Every kind costs the same two choices (kind, index): Hypothesis orders
     # examples by choice count before anything else, so equal costs leave the
     # kind order, simplest first, to decide where shrinking goes.  The index is
@@ -128,8 +133,8 @@ def lengths(min_value: int = 1, max_value: int = 300) -> SearchStrategy[int]:
 _INDEX_MAX = 2**24 - 1
 
 
-def _pickers(lo: int, hi: int) -> dict[str, Callable[[int], int]]:
-    """For each kind with candidates in [lo, hi], a map from an index to a length."""
+def _pickers(lo: int, hi: int, blocks: tuple[int, ...]) -> dict[str, Callable[[int], int]]:
+    """For each kind with candidates in [lo, hi], a map from an index to a length (multiples of ``blocks``)."""
     pickers: dict[str, Callable[[int], int]] = {}
 
     def from_range(first: int, last: int) -> Callable[[int], int]:
@@ -156,7 +161,7 @@ def _pickers(lo: int, hi: int) -> dict[str, Callable[[int], int]]:
         ("block-multiple-plus-one", 1),
     ):
         per_block = tuple(
-            (b, first, last) for b in BLOCKS for first, last in [_multiplier_range(b, delta, lo, hi)] if first <= last
+            (b, first, last) for b in blocks for first, last in [_multiplier_range(b, delta, lo, hi)] if first <= last
         )
         if per_block:
             pickers[kind] = _block_picker(per_block, delta)
@@ -205,3 +210,58 @@ def index_width_length(candidates: tuple[int, ...], seed: int) -> int:
     16-bit wrap (every wrapped offset reads itself back).  The seed's stream spreads them.
     """
     return candidates[int(_rng.stream(seed, _rng.INDEX_WIDTH).integers(len(candidates)))]
+
+
+#: Tiles of kernels that walk a long row in blocks, or split it between programs: a
+#: block loop, a chunked (split-row) reduction and a separate long-row path all go wrong
+#: at multiples of these, one short of them or one over.
+LONG_BLOCKS = (512, 1024, 2048, 4096)
+#: The longest row of the long-row probes: 2**14 + 1, one past a power of two that
+#: kernels commonly take as the top of one code path, and cheap for the float64 oracle
+#: on low-precision rows (float64 rows take mpmath; its size profile keeps them shorter).
+LONG_LENGTH_MAX = 16385
+#: Kinds of long lengths, simplest first.  No "small": a length just past the caller's
+#: maximum sits on no tiling edge in particular.
+LONG_LENGTH_KINDS = tuple(k for k in LENGTH_KINDS if k != "small")
+
+
+def long_length_kinds(min_value: int, max_value: int) -> tuple[str, ...]:
+    """The ``LONG_LENGTH_KINDS`` with a candidate in ``[min_value, max_value]``, simplest first."""
+    pickers = _long_pickers(min_value, max_value)
+    return tuple(k for k in LONG_LENGTH_KINDS if k in pickers)
+
+
+def long_length(min_value: int, max_value: int, kind: str, seed: int) -> int:
+    """A long length of ``kind`` in ``[min_value, max_value]``, for the example whose random
+    ``seed`` is given: like :func:`lengths` (powers of two and one either side, primes, the
+    maximum, any), but the block multiples (and one either side) are of ``LONG_BLOCKS``,
+    the tiles of blocked loops over rows of thousands of entries.
+
+    The kind is the caller's choice (it shrinks, simplest first); which candidate of the
+    kind comes from the seed's own stream (``_rng.stream(seed, _rng.LONG_LENGTH)``), as in
+    :func:`index_width_length`.  Drawn as a choice, the index favoured small values (300
+    draws of ``lengths``-style (kind, index) pairs over 301..16385 gave 301..513 a quarter
+    of the time) and Hypothesis reused earlier examples' indices; from the seed, every
+    candidate of the kind is equally likely, those above 4096 as much as those just past
+    the caller's maximum.
+    """
+    pickers = _long_pickers(min_value, max_value)
+    check_argument(kind in pickers, f"no {kind!r} length in [{min_value}, {max_value}]; use one of {tuple(pickers)}")
+    return pickers[kind](int(_rng.stream(seed, _rng.LONG_LENGTH).integers(_INDEX_MAX + 1)))
+
+
+@lru_cache(maxsize=64)
+def _long_pickers(lo: int, hi: int) -> dict[str, Callable[[int], int]]:
+    check_positive_int(lo, "min_value")
+    check_positive_int(hi, "max_value")
+    check_argument(lo <= hi, f"min_value={lo} must not exceed max_value={hi}; swap or widen the bounds")
+    pickers = _pickers(lo, hi, LONG_BLOCKS)
+    return {k: pickers[k] for k in LONG_LENGTH_KINDS if k in pickers}
+
+
+def long_length_range(min_value: int, max_value: int | None, beyond: int) -> tuple[int, int] | None:
+    """The range of long-row lengths above ``beyond`` within ``[min_value, max_value]``
+    (None: no cap) and up to ``LONG_LENGTH_MAX``; None when it is empty."""
+    lo = max(min_value, beyond + 1)
+    hi = LONG_LENGTH_MAX if max_value is None else min(max_value, LONG_LENGTH_MAX)
+    return (lo, hi) if lo <= hi else None

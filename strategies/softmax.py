@@ -7,7 +7,7 @@ recipe, no mask, seed 0) and a failing spec replays bit for bit anywhere.
 
 Building, in order (each step only uses bit-exact operations, see ``strategies._rng``):
 
-1. float64 values: row ``g`` of the flattened ``(batch*rows, length)`` matrix is
+1. float64 values: row ``g`` of the flattened ``(batch*heads*rows, length)`` matrix is
    drawn from ``recipes[g % len(recipes)]`` with its own stream, or taken from
    ``explicit`` when the spec holds explicit values;
 2. clipping to +-max_finite of the dtype, so every value is finite after rounding;
@@ -32,6 +32,7 @@ from strategies import _rng
 from strategies._text import ReplayableRepr, call_text, num, short_dtype
 from strategies._validation import (
     check_argument,
+    check_bool,
     check_caps,
     check_optional_bool,
     check_positive_int,
@@ -41,9 +42,18 @@ from strategies._validation import (
     resolve_switch,
     spec_error,
 )
-from strategies.features import SOFTMAX_LAYOUTS, SOFTMAX_VALUE_KINDS, ordered
+from strategies.features import SOFTMAX_LAYOUTS, SOFTMAX_LEADING_LAYOUTS, SOFTMAX_VALUE_KINDS, ordered
 from strategies.layouts import is_noncontiguous, materialize
-from strategies.lengths import draws_index_width, index_width_length, index_width_lengths, length_features, lengths
+from strategies.lengths import (
+    draws_index_width,
+    index_width_length,
+    index_width_lengths,
+    length_features,
+    lengths,
+    long_length,
+    long_length_kinds,
+    long_length_range,
+)
 from strategies.masks import MASK_KINDS, MaskSpec, keep_features, mask_specs
 from strategies.rounding import to_format
 from strategies.specials import SpecialSpec, special_kinds, special_specs
@@ -54,8 +64,36 @@ from verify.dtypes import FloatFormat, get_format
 #: Inputs with at most this many entries may be drawn element by element.
 EXPLICIT_MAX_ENTRIES = 64
 MAX_BATCH = 3
+#: Heads of a 4-D input (batch, heads, rows, length).
+MAX_HEADS = 3
 MAX_RECIPES = 3
 MAX_SPECIALS = 3
+
+# The probes below reach past the ordinary sizes (max_length, max_rows) rarely, so
+# that an average example stays cheap; each is drawn as "the top value of a small
+# integer range", which shrinks towards the ordinary case.
+#: One example in this many (with a batch) is 4-D.
+FOUR_D_ODDS = 5
+#: One example in about 10 holds one or two long rows (past max_length, up to
+#: ``lengths.LONG_LENGTH_MAX``) with the full value recipes, masks and special values
+#: (Hypothesis draws the top of ``integers(0, 7)`` less often than one time in 8).
+LONG_ROW_ODDS = 8
+# ...of at most max_rows x max_rows x max_length entries in all (19200 with the CPU size
+# profile's 8 x 300; two rows only where both fit): a profile that keeps ordinary inputs
+# small because its oracle is slow (float64 takes the mpmath path for every row: 4 x 130)
+# keeps its long rows much shorter (2080), as a long float64 row costs about 50 us per entry.
+#: One example in this many holds many short rows (in all ``MANY_ROWS``, each of at most
+#: ``MANY_ROWS_MAX_LENGTH`` entries): state a persistent program keeps from one row to
+#: its next shows only when programs take several rows each.
+MANY_ROWS_ODDS = 10
+MANY_ROWS = (25, 600)
+MANY_ROWS_MAX_LENGTH = 32
+#: ...and no more entries in all than this many times max_length, the rows getting
+#: shorter as they get more (600 rows of 2, 64 of 18, 37 of 32 with max_length 300): the
+#: engine's search climbs towards the examples with the largest error ratio, often the
+#: ones with the most entries, and spent most of 300-example bfloat16 and float64 runs
+#: on 600 x 32 inputs (2026-11-29).
+MANY_ROWS_SPAN = 4
 
 
 @dataclass(frozen=True)
@@ -63,8 +101,11 @@ class SoftmaxSpec:
     """Everything needed to rebuild one softmax input.
 
     ``batch == 0`` gives a 2-D ``(rows, length)`` tensor, ``batch >= 1`` a 3-D
-    ``(batch, rows, length)`` one.  ``explicit`` (2-D only) holds the values
-    themselves, already representable in ``dtype``; ``recipes`` is then empty.
+    ``(batch, rows, length)`` one, and ``heads >= 1`` (with a batch) a 4-D
+    ``(batch, heads, rows, length)`` one; ``heads == 0`` means no heads dim, so stored
+    specs without the field replay unchanged.  ``explicit`` (2-D only) holds the values
+    themselves, already representable in ``dtype``; ``recipes`` is then empty.  The
+    layouts in ``SOFTMAX_LEADING_LAYOUTS`` rearrange the leading dims and need a batch.
     """
 
     dtype: str
@@ -77,6 +118,7 @@ class SoftmaxSpec:
     layout: str = "contiguous"
     seed: int = 0
     explicit: tuple[tuple[float, ...], ...] | None = None
+    heads: int = 0  # last, so that positional construction keeps its meaning
 
     def __post_init__(self) -> None:
         try:
@@ -86,15 +128,19 @@ class SoftmaxSpec:
         object.__setattr__(self, "dtype", fmt.name)
         object.__setattr__(self, "recipes", tuple(self.recipes))
         object.__setattr__(self, "specials", tuple(self.specials))
-        for name in ("rows", "length", "batch", "seed"):
+        for name in ("rows", "length", "batch", "seed", "heads"):
             if not isinstance(getattr(self, name), int) or isinstance(getattr(self, name), bool):
                 raise spec_error("softmax spec", f"{name} must be an int", getattr(self, name))
-        if self.rows < 1 or self.length < 1 or self.batch < 0:
-            raise spec_error("softmax spec", "need rows >= 1, length >= 1, batch >= 0", self.shape)
+        if self.rows < 1 or self.length < 1 or self.batch < 0 or self.heads < 0:
+            raise spec_error("softmax spec", "need rows >= 1, length >= 1, batch >= 0, heads >= 0", self.shape)
+        if self.heads and not self.batch:
+            raise spec_error("softmax spec", "heads >= 1 (a 4-D input) needs batch >= 1", self.shape)
         if not 0 <= self.seed <= _rng.SEED_MAX:
             raise spec_error("softmax spec", f"seed must lie in [0, {_rng.SEED_MAX}]", self.seed)
         if self.layout not in SOFTMAX_LAYOUTS:
             raise spec_error("softmax spec", f"layout must be one of {SOFTMAX_LAYOUTS}", self.layout)
+        if self.layout in SOFTMAX_LEADING_LAYOUTS and not self.batch:
+            raise spec_error("softmax spec", f"layout {self.layout!r} rearranges leading dims: it needs batch >= 1")
         if self.explicit is None:
             if not self.recipes:
                 raise spec_error("softmax spec", "needs at least one value recipe (or explicit values)")
@@ -112,7 +158,19 @@ class SoftmaxSpec:
 
     @property
     def shape(self) -> tuple[int, ...]:
+        if self.heads:
+            return (self.batch, self.heads, self.rows, self.length)
         return (self.batch, self.rows, self.length) if self.batch else (self.rows, self.length)
+
+    @property
+    def slabs(self) -> int:
+        """How many ``(rows, length)`` matrices the input holds."""
+        return max(self.batch, 1) * max(self.heads, 1)
+
+    @property
+    def total_rows(self) -> int:
+        """Rows of the input flattened to ``(-1, length)``."""
+        return self.slabs * self.rows
 
     @property
     def format(self) -> FloatFormat:
@@ -121,7 +179,7 @@ class SoftmaxSpec:
     # ---- replay -----------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         """A dict of plain JSON types; ``case_from_dict`` (or :meth:`from_dict`) inverts it."""
-        return {
+        d = {
             "op": "softmax",
             "dtype": self.dtype,
             "rows": self.rows,
@@ -134,6 +192,11 @@ class SoftmaxSpec:
             "seed": self.seed,
             "explicit": None if self.explicit is None else [list(r) for r in self.explicit],
         }
+        # Only when set: a spec without heads keeps the dict (and any name or hash made
+        # from it) it had before the field existed.
+        if self.heads:
+            d["heads"] = self.heads
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "SoftmaxSpec":
@@ -153,6 +216,7 @@ class SoftmaxSpec:
                 layout=d.pop("layout", "contiguous"),
                 seed=d.pop("seed", 0),
                 explicit=d.pop("explicit", None),
+                heads=d.pop("heads", 0),
                 **reject_extra_keys(d),
             )
         except (KeyError, TypeError) as err:
@@ -160,24 +224,25 @@ class SoftmaxSpec:
 
     # ---- building ---------------------------------------------------------------------
     def keep(self) -> np.ndarray:
-        """Boolean ``(max(batch, 1), rows, length)``: False where the logit is -inf."""
-        slabs = max(self.batch, 1)
+        """Boolean ``(slabs, rows, length)``: False where the logit is -inf."""
+        heads = max(self.heads, 1)
         return np.stack(
             [
-                # A 2-D input's rows are separate sequences (padding per row); a 3-D one pads per batch entry.
-                self.mask.keep(self.rows, self.length, _rng.stream(self.seed, _rng.MASK, b), b, self.batch == 0)
-                for b in range(slabs)
+                # A 2-D input's rows are separate sequences (padding per row); a 3-D or 4-D one
+                # pads per batch entry (s // heads), the same for every head.
+                self.mask.keep(self.rows, self.length, _rng.stream(self.seed, _rng.MASK, s), s // heads,
+                               self.batch == 0)
+                for s in range(self.slabs)
             ]
         )
 
     def values(self) -> np.ndarray:
-        """Float64 ``(max(batch, 1), rows, length)`` before rounding: values, mask and specials."""
+        """Float64 ``(slabs, rows, length)`` before rounding: values, mask and specials."""
         fmt = self.format
-        slabs = max(self.batch, 1)
         if self.explicit is not None:
             x = np.array(self.explicit, dtype=np.float64)[None]
         else:
-            x = np.empty((slabs, self.rows, self.length))
+            x = np.empty((self.slabs, self.rows, self.length))
             flat = x.reshape(-1, self.length)
             for g in range(flat.shape[0]):
                 recipe = self.recipes[g % len(self.recipes)]
@@ -191,17 +256,26 @@ class SoftmaxSpec:
         return x
 
     def build(self, device: str = "cpu") -> torch.Tensor:
-        x = to_format(self.values(), self.format)
-        if self.batch == 0:
-            x = x[0]
+        x = to_format(self.values(), self.format).reshape(self.shape)
         return materialize(x, self.layout, device)
+
+
+#: Thresholds of the ``rows:many`` and ``len:long`` features (see ``strategies.features``).
+MANY_FEATURE_ROWS = 32
+LONG_FEATURE_LENGTH = 1024
 
 
 def softmax_features(spec: SoftmaxSpec) -> tuple[str, ...]:
     found = [f"dtype:{spec.dtype}", *length_features(spec.length)]
-    if spec.batch:
+    if spec.heads:
+        found.append("shape:4d")
+    elif spec.batch:
         found.append("shape:3d")
-    total_rows = max(spec.batch, 1) * spec.rows
+    total_rows = spec.total_rows
+    if total_rows > MANY_FEATURE_ROWS:
+        found.append("rows:many")
+    if spec.length > LONG_FEATURE_LENGTH:
+        found.append("len:long")
     if spec.explicit is not None:
         found.append("values:explicit")
     else:
@@ -239,6 +313,8 @@ class SoftmaxCase(ReplayableRepr):
     def describe(self) -> str:
         s = self.spec
         parts = [f"rows={s.rows}", f"len={s.length}"]
+        if s.heads:
+            parts.insert(0, f"heads={s.heads}")
         if s.batch:
             parts.insert(0, f"batch={s.batch}")
         parts.append(short_dtype(s.dtype))
@@ -275,6 +351,12 @@ class _SoftmaxConfig:
     noncontiguous: bool
     elementwise: bool | None
     index_lengths: tuple[int, ...] = ()  # rare one-row lengths past max_length (lengths.INDEX_WIDTH_LENGTHS)
+    four_d: bool = False
+    long_range: tuple[int, int] | None = None  # lengths of the long-row probe, past max_length
+    long_kinds: tuple[str, ...] = ()  # their kinds (lengths.LONG_LENGTH_KINDS)
+    many_rows: tuple[int, int] | None = None  # total rows of the many-rows probe, past max_rows
+    many_max_length: int = MANY_ROWS_MAX_LENGTH  # their length
+    many_entries: int = 0  # and their entries in all
 
     def __repr__(self) -> str:
         return self.call
@@ -293,25 +375,43 @@ def softmax_cases(
     masks: bool | None = None,
     elementwise: bool | None = None,
     index_widths: bool = True,
+    long_rows: bool = True,
+    many_rows: bool = True,
+    four_d: bool = True,
 ) -> SearchStrategy[SoftmaxCase]:
     """Softmax inputs within the target's capabilities, rich in adversarial features.
 
     * ``dtypes``: storage dtypes to draw from, intersected with ``caps.dtypes``;
       shrinking moves towards the first.
     * ``caps``: what the target supports (default: everything).  Lengths stay in
-      ``[caps.min_length, min(max_length, caps.max_length)]``; ``caps.neg_inf``
-      gates masks (-inf entries), ``caps.special_values`` NaN/+inf entries,
-      ``caps.noncontiguous`` the non-default layouts.
-    * ``max_rows``: rows per matrix; 3-D inputs add a batch of up to 3.
+      ``[caps.min_length, min(max_length, caps.max_length)]`` (the probes below reach past
+      ``max_length``, never past ``caps.max_length``); ``caps.neg_inf`` gates masks (-inf
+      entries), ``caps.special_values`` NaN/+inf entries, ``caps.noncontiguous`` the
+      non-default layouts.
+    * ``max_rows``: rows per matrix; 3-D inputs add a batch of up to 3, 4-D inputs split
+      the rows over up to 3 heads as well.
     * ``special_values`` / ``masks``: None follows ``caps``; False turns off;
       True insists (an error if ``caps`` forbids it).
     * ``elementwise``: None draws small inputs (<= 64 entries) element by element
-      some of the time; True always does (forcing 2-D inputs of <= 64 entries);
-      False never does.
+      some of the time; True always does (forcing 2-D inputs of <= 64 entries, and none
+      of the probes below); False never does.
     * ``index_widths``: about one example in ``INDEX_WIDTH_ODDS`` is a single row of a
       length at the edge of 16-bit indexing (32767..65537), past ``max_length`` but
       within ``caps.max_length``, with values that tell its positions apart
       (``position_distinct``), no mask and no NaN/inf entries; False never draws them.
+    * ``long_rows``: about one example in 10 is one or two rows (2-D) of a length past
+      ``max_length``, up to ``LONG_LENGTH_MAX`` (16385), ``max_rows**2 * max_length`` and
+      ``caps.max_length``, concentrated on the edges of long tiles (multiples of
+      512..4096 and one either side, powers of two and one either side, primes), with
+      the full value recipes, masks and special values: a blocked or split-row kernel's
+      long-row path; False never draws them.
+    * ``many_rows``: about one example in ``MANY_ROWS_ODDS`` holds about 25..600 rows in
+      all (past ``max_rows``; split over the batch and heads when there are some) of at
+      most 32 entries each and ``MANY_ROWS_SPAN * max_length`` in all, so a persistent
+      kernel's programs each take several rows; False never draws them.
+    * ``four_d``: about one example with a batch in ``FOUR_D_ODDS`` is 4-D,
+      ``(batch, heads, rows, length)``, its heads sharing the drawn rows (rows per head
+      = ceil(rows / heads)); False keeps inputs 2-D and 3-D.
     """
     caps = check_caps(caps)
     formats = resolve_dtypes(dtypes, caps)
@@ -342,18 +442,42 @@ def softmax_cases(
         masks=masks,
         elementwise=elementwise,
         index_widths=index_widths,
+        long_rows=long_rows,
+        many_rows=many_rows,
+        four_d=four_d,
     )
     check_optional_bool(index_widths, "index_widths")
-    wide = index_width_lengths(lo, caps.max_length, hi) if index_widths and not elementwise else ()
+    for value, name in ((long_rows, "long_rows"), (many_rows, "many_rows"), (four_d, "four_d")):
+        check_bool(value, name)
+    probes = not elementwise
+    wide = index_width_lengths(lo, caps.max_length, hi) if index_widths and probes else ()
+    long_cap = max_rows * max_rows * hi
+    long_range = None
+    if long_rows and probes:
+        long_range = long_length_range(lo, long_cap if caps.max_length is None else min(caps.max_length, long_cap), hi)
+    many_lo, many_hi = max(MANY_ROWS[0], max_rows + 1), MANY_ROWS[1]
+    many = (many_lo, many_hi) if many_rows and probes and many_lo <= many_hi else None
+    # Short rows keep a many-rows example cheap; a target's minimum length still rules.
+    many_length = min(hi, max(lo, MANY_ROWS_MAX_LENGTH))
+    long_kinds = long_length_kinds(*long_range) if long_range else ()
     config = _SoftmaxConfig(call, formats, lo, hi, max_rows, specials_on, masks_on, caps.noncontiguous, elementwise,
-                            wide)
+                            wide, four_d and probes, long_range, long_kinds, many, many_length,
+                            MANY_ROWS_SPAN * hi)
     return _softmax_cases(config)
+
+
+def _rare(draw: st.DrawFn, odds: int) -> bool:
+    """True for about one draw in ``odds``; shrinks towards False."""
+    return draw(st.integers(0, odds - 1)) == odds - 1
 
 
 @st.composite
 def _softmax_cases(draw: st.DrawFn, c: _SoftmaxConfig) -> SoftmaxCase:
     fmt = draw(st.sampled_from(c.formats))
+    # First: the probes' lengths come from the seed, and the mask is drawn for the length.
+    seed = draw(st.integers(0, _rng.SEED_MAX))
     wide = False  # one row at a 16-bit index width, to show misaddressing
+    heads = 0
     if c.elementwise:
         length = draw(lengths(c.min_length, min(c.max_length, EXPLICIT_MAX_ENTRIES)))
         rows = draw(st.integers(1, max(1, min(c.max_rows, EXPLICIT_MAX_ENTRIES // length))))
@@ -363,9 +487,32 @@ def _softmax_cases(draw: st.DrawFn, c: _SoftmaxConfig) -> SoftmaxCase:
         rows = draw(st.integers(1, c.max_rows))
         batch = draw(st.integers(0, MAX_BATCH))
         wide = draws_index_width(draw, c.index_lengths)
+        # Each probe's choices are drawn whether or not it is taken, so that the ordinary
+        # case costs as many choices as a probe (see the comment on recipes below).
+        if c.four_d:
+            four, n_heads = _rare(draw, FOUR_D_ODDS), draw(st.integers(1, MAX_HEADS))
+            if four and batch:
+                # The heads share the drawn rows, so a 4-D input costs what a 3-D one does (the
+                # engine's search can climb onto one kind of input for most of a run).
+                heads, rows = n_heads, -(-rows // n_heads)
+        long_row = False
+        if c.long_range is not None:
+            long_row, long_kind = _rare(draw, LONG_ROW_ODDS), draw(st.sampled_from(c.long_kinds))
+        many = False
+        if c.many_rows is not None:
+            many = _rare(draw, MANY_ROWS_ODDS)
+            many_total = draw(lengths(*c.many_rows))  # counts at the same edges as lengths
+            many_length = draw(lengths(c.min_length, c.many_max_length))
         if wide:  # one long row: the cost stays that of an ordinary example
-            length, rows, batch = c.index_lengths[0], 1, 0  # the length itself comes from the seed, below
-    total_rows = max(batch, 1) * rows
+            length, rows, batch, heads = index_width_length(c.index_lengths, seed), 1, 0, 0
+        elif long_row:
+            # One or two rows: two show a kernel that carries a long row's state into the next.
+            length, batch, heads = long_length(*c.long_range, long_kind, seed), 0, 0
+            rows = 2 if rows % 2 == 0 and 2 * length <= c.long_range[1] else 1
+        elif many:
+            length = max(c.min_length, min(many_length, c.many_entries // many_total))
+            rows = max(1, many_total // (max(batch, 1) * max(heads, 1)))
+    total_rows = max(batch, 1) * max(heads, 1) * rows
 
     # Hypothesis shrinks towards fewer choices before anything else, so every
     # branch below draws at least as much as the simplest one: the recipes are
@@ -403,10 +550,11 @@ def _softmax_cases(draw: st.DrawFn, c: _SoftmaxConfig) -> SoftmaxCase:
         # A NaN or +inf makes the whole row NaN by contract, and a mask can hide most of the
         # row: either would hide a misaddressing, which is what this row is drawn to show.
         specials, mask = (), MaskSpec()
-    layout = draw(st.sampled_from(SOFTMAX_LAYOUTS if c.noncontiguous else ("contiguous",)))
-    seed = draw(st.integers(0, _rng.SEED_MAX))
-    if wide:
-        length = index_width_length(c.index_lengths, seed)
+    layouts = ("contiguous",)
+    if c.noncontiguous:
+        # The leading-dim layouts are plain contiguous memory for a 2-D input.
+        layouts = SOFTMAX_LAYOUTS if batch else tuple(n for n in SOFTMAX_LAYOUTS if n not in SOFTMAX_LEADING_LAYOUTS)
+    layout = draw(st.sampled_from(layouts))
     spec = SoftmaxSpec(
         dtype=fmt.name,
         rows=rows,
@@ -418,6 +566,7 @@ def _softmax_cases(draw: st.DrawFn, c: _SoftmaxConfig) -> SoftmaxCase:
         layout=layout,
         seed=seed,
         explicit=explicit,
+        heads=heads,
     )
     return SoftmaxCase(spec)
 

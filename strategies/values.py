@@ -37,6 +37,12 @@ subnormal-output
     ``offset - U(0, scale)`` with one entry at ``offset``, where ``scale`` slightly
     exceeds ``-ln(smallest subnormal)``: some outputs land in the dtype's
     subnormal range, where flush-to-zero and poor exp implementations differ.
+drift
+    ``offset + scale * N(0,1)`` plus a linear trend that rises by ``gap`` (falls, when
+    negative) from the first entry to the last: the row maximum moves on block after
+    block (an online softmax rescales at every block, and a maximum taken over a prefix
+    misses the peak by up to ``gap``), or stays in the first block (every later block's
+    exponentials shrink).
 """
 
 from __future__ import annotations
@@ -61,7 +67,7 @@ ALL_VALUE_KINDS = tuple(dict.fromkeys(SOFTMAX_VALUE_KINDS + V_VALUE_KINDS))
 VERY_NEGATIVE_CEILING = -1.25e4
 
 #: Kinds whose ``scale`` is a spread around ``offset``: tiny/huge-scale features apply.
-SPREAD_KINDS = ("normal", "uniform", "ties", "dominant", "outliers")
+SPREAD_KINDS = ("normal", "uniform", "ties", "dominant", "outliers", "drift")
 
 
 @dataclass(frozen=True)
@@ -111,6 +117,8 @@ class ValueRecipe:
             return f"dominant(scale={num(self.scale)}{off}, gap={num(self.gap)})"
         if k == "outliers":
             return f"outliers(scale={num(self.scale)}{off}, std={num(self.gap)}, rate={num(self.rate)})"
+        if k == "drift":
+            return f"drift(scale={num(self.scale)}{off}, rise={num(self.gap)})"
         if k in ("cancellation", "near-max", "very-negative", "subnormal-output"):
             return f"{k}(offset={num(self.offset)}, spread={num(self.scale)})"
         return f"{k}(scale={num(self.scale)}{off})"
@@ -191,6 +199,10 @@ class ValueRecipe:
             for row in rows:
                 row[rng.integers(0, n)] = row.max() + self.gap
             return x
+        if k == "drift":
+            # Division and multiplication only: bit-exact on every CPU (see strategies._rng).
+            trend = self.gap * (np.arange(n, dtype=np.float64) / max(n - 1, 1))
+            return self.offset + self.scale * rng.standard_normal(shape) + trend
         raise AssertionError(k)
 
 
@@ -329,6 +341,9 @@ def _interpret(fmt: FloatFormat, limit: float, kind: str, a: float, b: float, p:
     if kind == "outliers":
         std, rate = _OUTLIER_STDS[p % 2], _OUTLIER_RATES[(p // 2) % 3]
         return ValueRecipe(kind, scale=a, offset=b, gap=std, rate=rate)
+    if kind == "drift":
+        rise = min(_GAPS[p % len(_GAPS)], limit)
+        return ValueRecipe(kind, scale=a, offset=b, gap=-rise if (p // len(_GAPS)) % 2 else rise)
     if kind == "cancellation":
         # A large offset with a spread of 2**j ulps of it: x - max subtracts nearly equal numbers.
         offset = sign * min(max(a, min(1e2, limit / 2)), limit / 2)

@@ -15,8 +15,8 @@ import math
 import numpy as np
 import pytest
 import torch
-from hypothesis import HealthCheck, Phase, find, given, settings
-from hypothesis.errors import InvalidArgument
+from hypothesis import HealthCheck, Phase, assume, find, given, settings
+from hypothesis.errors import InvalidArgument, NoSuchExample
 from hypothesis.strategies import SearchStrategy
 
 import strategies as S
@@ -279,7 +279,7 @@ def test_softmax_elementwise_values_are_stored_exactly(case: SoftmaxCase) -> Non
 
 
 @checks(40)
-@given(attention_cases(dtypes=ALL_DTYPES, caps=CAPS_ALL, max_seq=48, index_widths=False))
+@given(attention_cases(dtypes=ALL_DTYPES, caps=CAPS_ALL, max_seq=48, index_widths=False, probes=False))
 def test_attention_shapes_bounds_and_mask_broadcast(case: AttentionCase) -> None:
     s = case.spec
     x = case.build()
@@ -583,7 +583,7 @@ def test_index_width_rows_make_a_misaddressing_visible() -> None:
 
     @settings(max_examples=1000, database=None, phases=[Phase.generate], derandomize=True,
               suppress_health_check=list(HealthCheck))
-    @given(softmax_cases(dtypes=("float16", "bfloat16", "float32"), max_length=40))
+    @given(softmax_cases(dtypes=("float16", "bfloat16", "float32"), max_length=40, long_rows=False))
     def probe(case: SoftmaxCase) -> None:
         if case.spec.length <= 40:
             return
@@ -611,7 +611,7 @@ def test_long_key_probes_make_a_misread_key_visible() -> None:
 
     @settings(max_examples=600, database=None, phases=[Phase.generate], derandomize=True,
               suppress_health_check=list(HealthCheck))
-    @given(attention_cases(dtypes=("float16", "bfloat16", "float32"), max_seq=16))
+    @given(attention_cases(dtypes=("float16", "bfloat16", "float32"), max_seq=16, probes=False))
     def probe(case: AttentionCase) -> None:
         s = case.spec
         if s.seq_k <= 16:
@@ -640,6 +640,61 @@ def test_long_key_probes_make_a_misread_key_visible() -> None:
     assert min(seen) > 100, sorted(seen)[:5]
 
 
+def test_attention_probes_reach_many_keys_and_many_heads_within_the_caps() -> None:
+    """Past the size profile: a few thousand keys (many key blocks) with every other feature
+    still drawn, and many (batch, head) pairs; never past ``caps.max_length``."""
+    cfg = settings(max_examples=2000, database=None, phases=[Phase.generate], derandomize=True)
+    masked = find(attention_cases(dtypes=("float16",), max_seq=16, index_widths=False),
+                  lambda c: 1024 < c.spec.seq_k <= 4097 and c.spec.mask is not None, settings=cfg)
+    assert "attn:long-keys" in masked.features and masked.spec.seq_q <= 16
+    many = find(attention_cases(dtypes=("float16",), max_seq=16, index_widths=False),
+                lambda c: c.spec.batch * c.spec.heads_q >= 64 and c.spec.heads_q > c.spec.heads_kv, settings=cfg)
+    assert "attn:many-heads" in many.features and max(many.spec.seq_q, many.spec.seq_k) <= 16
+
+    @settings(max_examples=300, database=None, suppress_health_check=list(HealthCheck))
+    @given(attention_cases(dtypes=("float16",), max_seq=16, caps=Capabilities(max_length=100)),
+           attention_cases(dtypes=("float16",), max_seq=16, probes=False, index_widths=False))
+    def within(capped: AttentionCase, plain: AttentionCase) -> None:
+        assert capped.spec.seq_k <= 100 and capped.spec.seq_q <= 100
+        assert plain.spec.seq_k <= 16 and plain.spec.batch <= 2 and plain.spec.heads_q <= 4
+
+    within()
+
+
+@checks(60)
+@given(attention_cases(dtypes=("float16", "float32"), max_seq=12, probes=False, index_widths=False))
+def test_attention_mask_layouts_hold_the_same_mask(case: AttentionCase) -> None:
+    """Every mask layout holds the values of the contiguous one; only the memory differs."""
+    s = case.spec
+    assume(s.mask is not None)
+    mask = case.build().mask
+    plain = torch.from_numpy(np.ascontiguousarray(s.keep()))
+    full = (s.batch, s.heads_q, s.seq_q, s.seq_k)
+    assert torch.equal(mask.cpu().expand(full), plain.expand(full))
+    if s.mask_layout == "expanded":
+        assert mask.shape[:2] == (s.batch, s.heads_q)
+        assert (s.batch * s.heads_q == 1 or 0 in mask.stride()[:2] or s.mask_shape == "bhqk")
+    elif s.mask_layout == "transposed" and s.seq_q > 1 and s.mask_shape != "b11k":
+        assert mask.stride(-1) != 1
+    elif s.mask_layout == "sliced" and s.mask_shape != "b11k":
+        assert not mask.is_contiguous() and mask.stride(-2) == s.seq_k + 3
+
+
+def test_attention_reaches_scale_zero_mask_layouts_and_head_dims_past_256() -> None:
+    cfg = settings(max_examples=3000, database=None, phases=[Phase.generate], derandomize=True)
+    strat = attention_cases(dtypes=("float32",), max_seq=8, caps=CAPS_ALL)
+    assert find(strat, lambda c: c.spec.scale == 0.0, settings=cfg).build().scale == 0.0
+    assert find(strat, lambda c: c.spec.head_dim > 256, settings=cfg).spec.head_dim in (257, 512)
+    for layout in ("sliced", "transposed", "expanded"):
+        found = find(strat, lambda c, layout=layout: c.spec.mask_layout == layout, settings=cfg)
+        assert f"mask-layout:{layout}" in found.features
+    assert find(strat, lambda c: c.spec.mask_shape == "1hqk", settings=cfg).build().mask.shape[0] == 1
+    contiguous_only = attention_cases(dtypes=("float32",), max_seq=8, caps=Capabilities(noncontiguous=False))
+    with pytest.raises(NoSuchExample):
+        find(contiguous_only, lambda c: c.spec.mask_layout != "contiguous",
+             settings=settings(max_examples=300, database=None, phases=[Phase.generate]))
+
+
 def test_softmax_reaches_16_bit_index_widths_within_the_caps() -> None:
     wide = find(softmax_cases(dtypes=("float16",), max_length=40), lambda c: c.spec.length > 32768,
                 settings=settings(max_examples=400, database=None, phases=[Phase.generate]))
@@ -647,7 +702,7 @@ def test_softmax_reaches_16_bit_index_widths_within_the_caps() -> None:
     capped = softmax_cases(dtypes=("float16",), max_length=40, caps=Capabilities(max_length=32768))
 
     @settings(max_examples=150, database=None)
-    @given(capped, softmax_cases(dtypes=("float16",), max_length=40, index_widths=False))
+    @given(capped, softmax_cases(dtypes=("float16",), max_length=40, index_widths=False, long_rows=False))
     def within(a: SoftmaxCase, b: SoftmaxCase) -> None:
         assert a.spec.length <= 32768 and b.spec.length <= 40
 

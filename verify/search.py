@@ -45,13 +45,19 @@ class SizeProfile:
     attention_max_batch: int = 2
     attention_max_heads: int = 4
     head_dims: tuple[int, ...] | None = None
+    #: Longest key sequence the strategy's rare probes may draw (None: as the target allows).
+    attention_probe_max_seq: int | None = None
 
     def for_dtype(self, dtype: str) -> "SizeProfile":
         # float64 targets need the mpmath path for every row: keep those cases small.
         if get_format(dtype).name == "float64":
             return SizeProfile(min(self.softmax_max_length, 130), min(self.softmax_max_rows, 4),
-                               min(self.attention_max_seq, 12), 1, min(self.attention_max_heads, 2),
-                               tuple(d for d in (self.head_dims or (1, 2, 3, 8, 16, 24, 40)) if d <= 40))
+                               min(self.attention_max_seq, 12), min(self.attention_max_batch, 2),
+                               min(self.attention_max_heads, 2),
+                               tuple(d for d in (self.head_dims or (1, 2, 3, 8, 16, 24, 40)) if d <= 40),
+                               # Longer probes (16-bit index widths, thousands of keys) would
+                               # exceed the exact fallback's work limit and go unmeasured.
+                               attention_probe_max_seq=256)
         return self
 
 
@@ -175,6 +181,8 @@ def _strategy(target: Target, dtype: str, opts: CheckOptions):
     if prof.head_dims:
         dims = tuple(d for d in prof.head_dims if caps.head_dim_min <= d <= caps.head_dim_max
                      and d % caps.head_dim_multiple == 0) or None
+    if prof.attention_probe_max_seq is not None:
+        caps = caps.with_(max_length=min(caps.max_length or prof.attention_probe_max_seq, prof.attention_probe_max_seq))
     return strategies.attention_cases(dtypes=(dtype,), caps=caps, max_seq=prof.attention_max_seq,
                                       max_batch=prof.attention_max_batch, max_heads=prof.attention_max_heads,
                                       head_dims=dims)

@@ -1,0 +1,368 @@
+"""Tests of the softmax strategy's rare probes: long rows, many rows, 4-D inputs and the
+layouts whose leading dims do not collapse into one row stride.
+
+Each probe exists to make a class of kernel bug visible that the ordinary sizes hide, so
+besides checking that a probe is drawn, stays within the caps and replays, each test
+compares a correct float64 softmax with a plausible misbehaviour on the drawn inputs.
+All on CPU, generation only (no shrinking) unless a test is about shrinking.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import HealthCheck, Phase, find, given, settings
+from hypothesis.errors import InvalidArgument
+
+from strategies import MaskSpec, SoftmaxCase, SoftmaxSpec, ValueRecipe, case_from_dict, softmax_cases
+from strategies.features import SOFTMAX_LEADING_LAYOUTS
+from strategies.lengths import LONG_BLOCKS, LONG_LENGTH_KINDS, LONG_LENGTH_MAX, is_prime, long_length
+from strategies.softmax import MANY_ROWS, MANY_ROWS_MAX_LENGTH, MANY_ROWS_SPAN
+from verify.capabilities import Capabilities
+
+_QUIET = dict(deadline=None, database=None, derandomize=True, suppress_health_check=list(HealthCheck))
+_GENERATE = dict(phases=[Phase.generate], **_QUIET)
+LOW = ("float16", "bfloat16", "float32")
+
+
+def _collect(strategy, n: int, keep: Callable[[SoftmaxCase], bool]) -> list[SoftmaxCase]:
+    found: list[SoftmaxCase] = []
+
+    @settings(max_examples=n, **_GENERATE)
+    @given(strategy)
+    def run(case: SoftmaxCase) -> None:
+        if keep(case):
+            found.append(case)
+
+    run()
+    return found
+
+
+def _is_long(case: SoftmaxCase, max_length: int = 300) -> bool:
+    # Index-width rows (32767 and up) are a probe of their own, tested in test_strategies.
+    return max_length < case.spec.length < 32767
+
+
+def _softmax64(x: torch.Tensor) -> torch.Tensor:
+    """Correct softmax in float64 (NaN rows NaN, fully masked rows NaN)."""
+    return torch.softmax(x.double(), -1)
+
+
+def _visible(right: torch.Tensor, wrong: torch.Tensor, dtype: torch.dtype) -> bool:
+    """Whether ``wrong`` differs from ``right`` anywhere once both are rounded to ``dtype``."""
+    a, b = right.to(dtype).double(), wrong.to(dtype).double()
+    same = (a == b) | (torch.isnan(a) & torch.isnan(b))
+    return not bool(same.all())
+
+
+def _on_edge(n: int) -> bool:
+    """A length at the edge of a long tiling: a multiple of 512 or one either side, a power
+    of two or one either side, or a prime."""
+    near_pow2 = any(m >= 1 and m & (m - 1) == 0 for m in (n - 1, n, n + 1))
+    return near_pow2 or (n % 512) in (0, 1, 511) or is_prime(n)
+
+
+# ---- long rows -----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def long_cases() -> list[SoftmaxCase]:
+    cases = _collect(softmax_cases(dtypes=LOW, max_length=300), 1500, _is_long)
+    assert len(cases) >= 40, len(cases)
+    return cases
+
+
+def test_long_rows_are_drawn_rarely_on_tiling_edges_and_within_the_caps(long_cases) -> None:
+    for case in long_cases:
+        s = case.spec
+        assert 300 < s.length <= LONG_LENGTH_MAX and s.rows in (1, 2) and s.batch == 0 and s.heads == 0, case
+        assert "len:long" in case.features or s.length <= 1024
+    assert len({c.spec.length for c in long_cases}) >= 5
+    assert sum(_on_edge(c.spec.length) for c in long_cases) >= 0.7 * len(long_cases)
+    assert len(long_cases) <= 0.2 * 1500  # rare: an average example stays cheap
+
+    # The seed -> length map of each kind, over many seeds: every long tile's multiples are
+    # reached (not only the ones a run's reused choices happen to give), above 4096 too.
+    multiples = [long_length(301, LONG_LENGTH_MAX, "block-multiple", seed) for seed in range(400)]
+    for block in LONG_BLOCKS:
+        assert any(n % block == 0 and n // block >= 2 for n in multiples), block
+    assert any(4096 < n <= 16384 and n % 1024 == 0 for n in multiples)
+    for kind in LONG_LENGTH_KINDS:
+        assert all(301 <= long_length(301, 5000, kind, seed) <= 5000 for seed in range(50)), kind
+
+
+def test_long_rows_respect_caps_and_switches() -> None:
+    capped = softmax_cases(dtypes=("float32",), max_length=300, caps=Capabilities(max_length=2000))
+    for case in _collect(capped, 300, lambda c: True):
+        assert case.spec.length <= 2000
+    # A small size profile keeps its long rows short too (float64's 4 x 130: 4 x 4 x 130).
+    small = softmax_cases(dtypes=("float64",), max_length=130, max_rows=4)
+    small_long = _collect(small, 300, lambda c: _is_long(c, 130))
+    assert small_long and all(c.spec.length <= 2080 for c in small_long)
+    off = softmax_cases(dtypes=("float32",), max_length=300, long_rows=False, index_widths=False)
+    assert all(c.spec.length <= 300 for c in _collect(off, 300, lambda c: True))
+
+
+def test_long_rows_carry_the_full_recipes_masks_and_special_values() -> None:
+    """Unlike the index-width rows, long rows keep masks, NaN/+inf entries and every value
+    recipe, so a long-row path's handling of -inf, NaN, huge spreads and all-negative rows
+    is exercised: a later entry above the first 1024's maximum by more than 90 (exp
+    overflows in float32 unless the max covers the whole row), a row entirely below -90
+    (every exp(x) underflows unless shifted by the max)."""
+    strategy = softmax_cases(dtypes=LOW, max_length=300, index_widths=False)
+    budget = settings(max_examples=4000, **_GENERATE)
+
+    def long(case: SoftmaxCase) -> bool:
+        return case.spec.length > 4096
+
+    def later_peak(case: SoftmaxCase) -> bool:
+        x = case.build().double()
+        head, tail = x[..., :1024], x[..., 1024:]
+        head = torch.where(torch.isfinite(head), head, torch.tensor(-math.inf, dtype=x.dtype)).amax(-1)
+        tail = torch.where(torch.isfinite(tail), tail, torch.tensor(-math.inf, dtype=x.dtype)).amax(-1)
+        return bool((tail - head > 90).any())
+
+    def all_low(case: SoftmaxCase) -> bool:
+        x = case.build().double()
+        finite = torch.isfinite(x)
+        return bool(((torch.where(finite, x, torch.tensor(-100.0)) < -90).all(-1) & finite.any(-1)).any())
+
+    find(strategy, lambda c: long(c) and c.spec.mask.kind != "none", settings=budget)
+    find(strategy, lambda c: long(c) and any(s.kind == "nan" for s in c.spec.specials), settings=budget)
+    find(strategy, lambda c: long(c) and later_peak(c), settings=budget)
+    find(strategy, lambda c: long(c) and all_low(c), settings=budget)
+
+
+def test_long_rows_make_a_dropped_chunk_visible(long_cases) -> None:
+    """A kernel that splits a long row into 4 chunks and combines only 3 of their partial
+    (max, sum) pairs gets every output of the row wrong by the last chunk's share of the
+    mass: the long rows must show it in the dtype, unless the row's answer is NaN anyway
+    or a mask leaves the last chunk empty."""
+    shown = 0
+    for case in long_cases:
+        x = case.build()
+        xd = x.double()
+        n = x.shape[-1]
+        cut = n - n // 4
+        kept = xd[..., :cut]
+        m = kept.amax(-1, keepdim=True)
+        m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
+        wrong = torch.exp(xd - m) / torch.exp(kept - m).sum(-1, keepdim=True)
+        shown += _visible(_softmax64(x), wrong, x.dtype)
+    # Masks, NaN rows and one-hot rows hide it in some: 85 of 154 showed it (2026-11-29).
+    assert shown >= 0.5 * len(long_cases), (shown, len(long_cases))
+
+
+# ---- many rows -----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def many_cases() -> list[SoftmaxCase]:
+    # More rows than any ordinary input holds (8 rows x batch 3 x heads 3).
+    cases = _collect(softmax_cases(dtypes=LOW, max_length=300), 1000, lambda c: c.spec.total_rows > 72)
+    assert len(cases) >= 25, len(cases)
+    return cases
+
+
+def test_many_rows_are_short_and_few_entries(many_cases) -> None:
+    totals = set()
+    for case in many_cases:
+        s = case.spec
+        assert s.total_rows <= MANY_ROWS[1] and s.length <= MANY_ROWS_MAX_LENGTH, case
+        assert s.total_rows * s.length <= max(MANY_ROWS_SPAN * 300, s.total_rows), case
+        assert "rows:many" in case.features
+        totals.add(s.total_rows)
+    assert max(totals) > 128 and len(totals) >= 5, sorted(totals)
+    off = softmax_cases(dtypes=("float32",), many_rows=False, four_d=False)
+    assert all(c.spec.rows <= 8 and c.spec.total_rows <= 24 for c in _collect(off, 300, lambda c: True))
+
+
+def test_many_rows_make_state_leaking_between_a_programs_rows_visible(many_cases) -> None:
+    """A persistent kernel of 32 programs, program p taking rows p, p + 32, ..., that keeps
+    its running (max, sum) from one row to its next: the sum of a row past the 32nd
+    includes the previous row's mass.  The drawn inputs must show it."""
+    programs = 32
+    shown = 0
+    for case in many_cases:
+        x = case.build()
+        flat = x.double().reshape(-1, x.shape[-1])
+        wrong = torch.empty_like(flat)
+        m_prev = torch.full((programs,), -math.inf, dtype=torch.float64)
+        l_prev = torch.zeros(programs, dtype=torch.float64)
+        for r in range(flat.shape[0]):
+            p = r % programs
+            row = flat[r]
+            m = torch.maximum(m_prev[p], row.max())
+            shift = m if torch.isfinite(m) else torch.tensor(0.0, dtype=torch.float64)
+            carried = l_prev[p] * torch.exp(m_prev[p] - shift) if torch.isfinite(m_prev[p]) else 0.0
+            l = carried + torch.exp(row - shift).sum()
+            wrong[r] = torch.exp(row - shift) / l
+            m_prev[p], l_prev[p] = m, l
+        shown += _visible(_softmax64(x), wrong.reshape(x.shape), x.dtype)
+    assert shown >= 0.8 * len(many_cases), (shown, len(many_cases))
+
+
+# ---- 4-D inputs and their layouts -------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def four_d_cases() -> list[SoftmaxCase]:
+    cases = _collect(softmax_cases(dtypes=LOW, max_length=40), 600, lambda c: c.spec.heads > 0)
+    assert len(cases) >= 30, len(cases)
+    return cases
+
+
+def test_four_d_inputs_build_replay_and_are_tagged(four_d_cases) -> None:
+    for case in four_d_cases[:40]:
+        s = case.spec
+        x = case.build()
+        assert x.dim() == 4 and tuple(x.shape) == (s.batch, s.heads, s.rows, s.length)
+        assert "shape:4d" in case.features and "shape:3d" not in case.features
+        d = json.loads(json.dumps(s.to_dict()))
+        assert d["heads"] == s.heads
+        replay = case_from_dict(d)
+        assert replay.spec == s and replay.features == case.features
+        a, b = x.contiguous(), replay.build().contiguous()
+        assert torch.equal(a.view(torch.uint8), b.view(torch.uint8))  # bit for bit
+        assert f"heads={s.heads}" in case.describe()
+    assert any(c.spec.heads > 1 for c in four_d_cases)
+
+
+def test_specs_without_heads_replay_unchanged() -> None:
+    """Stored specs (the regression corpus, saved counterexamples) have no "heads" key: they
+    replay as before, and a spec without heads writes the same dict it always did."""
+    corpus = sorted(Path(__file__).parent.joinpath("corpus").glob("*.json"))
+    assert corpus
+    for path in corpus:
+        stored = json.loads(path.read_text())["spec"]
+        if stored.get("op") != "softmax":
+            continue
+        spec = SoftmaxSpec.from_dict(stored)
+        assert spec.heads == 0 and spec.to_dict() == stored
+    spec = SoftmaxSpec(dtype="float32", rows=3, length=5, batch=2)
+    assert "heads" not in spec.to_dict() and tuple(spec.build().shape) == (2, 3, 5)
+
+
+def test_four_d_inputs_make_a_half_flattened_batch_visible(four_d_cases) -> None:
+    """A kernel written for 3-D inputs that counts shape[0] * shape[-2] rows leaves the
+    other heads' rows unwritten (zero)."""
+    shown = total = 0
+    for case in four_d_cases:
+        x = case.build()
+        if case.spec.heads < 2:
+            continue
+        total += 1
+        flat = _softmax64(x).reshape(-1, x.shape[-1]).clone()
+        flat[x.shape[0] * x.shape[-2]:] = 0.0
+        shown += _visible(_softmax64(x), flat.reshape(x.shape), x.dtype)
+    assert total >= 10 and shown == total, (shown, total)
+
+
+@pytest.mark.parametrize("layout", SOFTMAX_LEADING_LAYOUTS)
+@pytest.mark.parametrize("shape", [(2, 3, 5), (2, 3, 4, 5)])
+def test_leading_dim_layouts_keep_values_and_break_the_row_stride(layout: str, shape: tuple[int, ...]) -> None:
+    batch, *heads, rows, length = shape
+    spec = SoftmaxSpec(dtype="float32", rows=rows, length=length, batch=batch, heads=heads[0] if heads else 0,
+                       layout=layout, seed=5)
+    x = spec.build()
+    reference = SoftmaxSpec.from_dict({**spec.to_dict(), "layout": "contiguous"}).build()
+    assert torch.equal(x, reference) and x.stride(-1) == 1 and not x.is_contiguous()
+    # Row r of the flattened input is not at r * stride(-2): reading it there misreads.
+    n_rows = x.numel() // length
+    storage = torch.as_strided(x, (x.untyped_storage().nbytes() // 4,), (1,), 0)
+    starts = torch.arange(n_rows) * x.stride(-2) + x.storage_offset()
+    inside = starts + length <= storage.numel()
+    misread = torch.stack([storage[s:s + length] if ok else torch.full((length,), math.nan)
+                           for s, ok in zip(starts.tolist(), inside.tolist())])
+    assert not torch.equal(misread, reference.reshape(-1, length))
+    if layout == "batch-sliced":
+        assert int(torch.isnan(storage).sum()) == 3 * length * math.prod(shape[:-2])  # the gaps hold NaN
+
+
+def test_leading_dim_layouts_need_a_batch_and_are_drawn_only_for_one() -> None:
+    for layout in SOFTMAX_LEADING_LAYOUTS:
+        with pytest.raises(ValueError, match="needs batch"):
+            SoftmaxSpec(dtype="float32", rows=2, length=3, layout=layout)
+    with pytest.raises(ValueError, match="needs batch"):
+        SoftmaxSpec(dtype="float32", rows=2, length=3, heads=2)
+    drawn = _collect(softmax_cases(dtypes=("float32",), max_length=40), 600,
+                     lambda c: c.spec.layout in SOFTMAX_LEADING_LAYOUTS)
+    assert len(drawn) >= 20 and all(c.spec.batch >= 1 for c in drawn)
+    assert any(c.spec.heads for c in drawn) and any("layout:noncontiguous" in c.features for c in drawn)
+    contiguous_only = softmax_cases(dtypes=("float32",), caps=Capabilities(noncontiguous=False))
+    assert all(c.spec.layout == "contiguous" for c in _collect(contiguous_only, 200, lambda c: True))
+
+
+def test_leading_dim_layouts_make_a_collapsed_row_stride_visible() -> None:
+    """Over drawn 3-D/4-D inputs in these layouts, a kernel reading row r of the flattened
+    input at r * stride(-2) (as if the leading dims collapsed) gets a wrong answer."""
+    cases = _collect(softmax_cases(dtypes=LOW, max_length=40), 800,
+                     lambda c: c.spec.layout in SOFTMAX_LEADING_LAYOUTS and c.spec.total_rows > c.spec.rows)
+    # Inputs whose every row is NaN by contract (all masked, or NaN entries) show nothing.
+    cases = [c for c in cases if torch.isfinite(_softmax64(c.build())).any()]
+    assert len(cases) >= 10
+    shown = 0
+    for case in cases:
+        x = case.build()
+        n = x.shape[-1]
+        size = x.untyped_storage().nbytes() // x.element_size()
+        flat = torch.as_strided(x, (size,), (1,), 0)
+        rows = []
+        for r in range(x.numel() // n):
+            start = x.storage_offset() + r * x.stride(-2)
+            rows.append(flat[start:start + n] if start + n <= size else torch.full((n,), math.nan, dtype=x.dtype))
+        wrong = _softmax64(torch.stack(rows)).reshape(x.shape)
+        shown += _visible(_softmax64(x), wrong, x.dtype)
+    assert shown >= 0.8 * len(cases), (shown, len(cases))
+
+
+# ---- switches, replay and shrinking -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["long_rows", "many_rows", "four_d"])
+def test_probe_switches_must_be_bools(name: str) -> None:
+    with pytest.raises(InvalidArgument, match=f"{name} must be True or False"):
+        softmax_cases(**{name: "yes"})
+    with pytest.raises(InvalidArgument, match=name):
+        softmax_cases(**{name: None})
+
+
+def test_probes_replay_through_json(long_cases, many_cases, four_d_cases) -> None:
+    for case in long_cases[:5] + many_cases[:5] + four_d_cases[:5]:
+        d = json.loads(json.dumps(case.spec.to_dict()))
+        replay = case_from_dict(d)
+        assert replay.spec == case.spec
+        a, b = case.build(), replay.build()
+        assert a.stride() == b.stride() and torch.equal(a.isnan(), b.isnan())
+        assert torch.equal(a.nan_to_num(), b.nan_to_num())
+        assert eval(repr(case), {"case_from_dict": case_from_dict}).spec == case.spec
+
+
+def test_probe_failures_shrink_to_small_probes() -> None:
+    fast = settings(max_examples=300, phases=[Phase.generate, Phase.shrink], **_QUIET)
+    strategy = softmax_cases(dtypes=("float32",))
+    four = find(strategy, lambda c: c.spec.heads >= 2, settings=fast)
+    assert (four.spec.batch, four.spec.heads, four.spec.rows, four.spec.length) == (1, 2, 1, 1)
+    assert four.spec.recipes == (ValueRecipe(),) and four.spec.mask == MaskSpec()
+    many = find(strategy, lambda c: c.spec.total_rows > 32, settings=fast)
+    assert many.spec.batch == 0 and many.spec.length == 1 and many.spec.rows <= 64
+    assert many.spec.recipes == (ValueRecipe(),) and many.spec.layout == "contiguous"
+    long = find(strategy, lambda c: 1024 < c.spec.length < 32767, settings=fast)
+    assert long.spec.rows == 1 and long.spec.recipes == (ValueRecipe(),) and long.spec.mask == MaskSpec()
+    assert not long.spec.specials and long.spec.layout == "contiguous"
+
+
+def test_ordinary_examples_stay_ordinary() -> None:
+    """With every probe off, the strategy draws what it drew before the probes existed:
+    2-D and 3-D inputs of at most max_rows rows and max_length entries."""
+    plain = softmax_cases(dtypes=("float32",), max_length=50, index_widths=False, long_rows=False,
+                          many_rows=False, four_d=False)
+    for case in _collect(plain, 200, lambda c: True):
+        s = case.spec
+        assert s.heads == 0 and s.rows <= 8 and s.length <= 50 and s.batch <= 3
+        assert s.layout not in SOFTMAX_LEADING_LAYOUTS or s.batch >= 1
