@@ -30,7 +30,8 @@ _GENERATE = dict(phases=[Phase.generate], **_QUIET)
 LOW = ("float16", "bfloat16", "float32")
 
 
-def _collect(strategy, n: int, keep: Callable[[SoftmaxCase], bool]) -> list[SoftmaxCase]:
+def _collect(strategy, n: int, keep: Callable[[SoftmaxCase], bool], at_least: int = 0) -> list[SoftmaxCase]:
+    """The cases ``keep`` accepts among ``n`` generated ones; at least ``at_least`` of them."""
     found: list[SoftmaxCase] = []
 
     @settings(max_examples=n, **_GENERATE)
@@ -40,6 +41,7 @@ def _collect(strategy, n: int, keep: Callable[[SoftmaxCase], bool]) -> list[Soft
             found.append(case)
 
     run()
+    assert len(found) >= at_least, len(found)
     return found
 
 
@@ -72,9 +74,7 @@ def _on_edge(n: int) -> bool:
 
 @pytest.fixture(scope="module")
 def long_cases() -> list[SoftmaxCase]:
-    cases = _collect(softmax_cases(dtypes=LOW, max_length=300), 1500, _is_long)
-    assert len(cases) >= 40, len(cases)
-    return cases
+    return _collect(softmax_cases(dtypes=LOW, max_length=300), 1500, _is_long, at_least=40)
 
 
 def test_long_rows_are_drawn_rarely_on_tiling_edges_and_within_the_caps(long_cases) -> None:
@@ -164,9 +164,7 @@ def test_long_rows_make_a_dropped_chunk_visible(long_cases) -> None:
 @pytest.fixture(scope="module")
 def many_cases() -> list[SoftmaxCase]:
     # More rows than any ordinary input holds (8 rows x batch 3 x heads 3).
-    cases = _collect(softmax_cases(dtypes=LOW, max_length=300), 1000, lambda c: c.spec.total_rows > 72)
-    assert len(cases) >= 25, len(cases)
-    return cases
+    return _collect(softmax_cases(dtypes=LOW, max_length=300), 1000, lambda c: c.spec.total_rows > 72, at_least=25)
 
 
 def test_many_rows_are_short_and_few_entries(many_cases) -> None:
@@ -212,9 +210,7 @@ def test_many_rows_make_state_leaking_between_a_programs_rows_visible(many_cases
 
 @pytest.fixture(scope="module")
 def four_d_cases() -> list[SoftmaxCase]:
-    cases = _collect(softmax_cases(dtypes=LOW, max_length=40), 600, lambda c: c.spec.heads > 0)
-    assert len(cases) >= 30, len(cases)
-    return cases
+    return _collect(softmax_cases(dtypes=LOW, max_length=40), 600, lambda c: c.spec.heads > 0, at_least=30)
 
 
 def test_four_d_inputs_build_replay_and_are_tagged(four_d_cases) -> None:
