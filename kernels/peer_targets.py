@@ -11,6 +11,8 @@ strides (``layout_alignment=16``).  Measured on the H200 with torch 2.11 (2026-1
 given a V whose data pointer is 2 bytes off, both fault with "misaligned address" and
 the CUDA context is lost; efficient refuses a misaligned Q or K ("p.query_ptr is not
 correctly aligned") and an odd row stride ("cutlassF: no kernel found to launch!").
+Efficient also refuses a boolean mask whose last stride is not 1 ("No available kernel";
+a transposed mask, found by the search on the H200), hence ``mask_unit_stride``.
 cuDNN gave the same output as with an aligned copy, so it is searched with every layout.
 tests/test_findings.py keeps these on record.
 """
@@ -97,9 +99,10 @@ register(Target(
     "sdpa-efficient", "attention",
     functools.partial(sdpa_backend, backend=SDPBackend.EFFICIENT_ATTENTION, native_gqa=False),
     Capabilities(dtypes=("float16", "bfloat16", "float32"), devices=CUDA, special_values=False,
-                 layout_alignment=16,
+                 layout_alignment=16, mask_unit_stride=True,
                  notes=("GQA by expanding K/V heads",
-                        "refuses a misaligned Q or K, faults on a misaligned V (measured on the H200)")),
+                        "refuses a misaligned Q or K, faults on a misaligned V (measured on the H200)",
+                        "refuses a mask whose last stride is not 1: 'No available kernel' (measured on the H200)")),
     "torch SDPA pinned to EFFICIENT_ATTENTION (memory-efficient)", _cuda_probe, kind="torch",
 ))
 register(Target(

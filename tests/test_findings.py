@@ -195,3 +195,21 @@ def test_sdpa_flash_refuses_causal_with_fewer_keys_than_queries() -> None:
         _sdpa("FLASH_ATTENTION", q, k, v, is_causal=True)
     square = torch.randn(1, 1, 2, 16, generator=gen).to("cuda", torch.float16)
     assert torch.isfinite(_sdpa("FLASH_ATTENTION", q, square, square, is_causal=True)).all()
+
+
+@pytest.mark.gpu
+def test_sdpa_efficient_refuses_a_mask_with_a_non_unit_last_stride() -> None:
+    """Found by ``verify run --device cuda`` on the H200 (22:58 UTC, torch 2.11), shrunk to
+    Nq = Nk = 2, D = 16: a boolean mask laid out transposed (last stride 2, same values)
+    makes the efficient backend raise "No available kernel"; a contiguous copy runs, and
+    the CPU math backend accepts both.  The sdpa-efficient target declares
+    ``mask_unit_stride``, so the search draws no such masks for it; this test notices if
+    torch lifts the limit."""
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 1, 2, 16, generator=gen).to("cuda", torch.float16) for _ in range(3))
+    mask = torch.tensor([[True, False], [True, True]], device="cuda").t().contiguous().t()
+    assert mask.stride(-1) != 1
+    with pytest.raises(RuntimeError, match="No available kernel"):
+        _sdpa("EFFICIENT_ATTENTION", q, k, v, attn_mask=mask)
+    dense = _sdpa("EFFICIENT_ATTENTION", q, k, v, attn_mask=mask.contiguous())
+    assert torch.allclose(dense.float(), _sdpa("MATH", q, k, v, attn_mask=mask).float(), atol=2e-3)

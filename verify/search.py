@@ -64,9 +64,10 @@ class SizeProfile:
 PROFILES = {
     "cpu": SizeProfile(),
     # Every new head dim is a new Triton compilation (and autotuning) on the GPU: the GPU
-    # profile draws from a short list that still holds non-powers of two and the extremes.
+    # profile draws from a short list that still holds non-powers of two and the extremes
+    # (512 only for the targets whose head_dim_max allows it).
     "gpu": SizeProfile(softmax_max_length=20_000, softmax_max_rows=16, attention_max_seq=1024,
-                       attention_max_batch=2, attention_max_heads=8, head_dims=(16, 40, 64, 72, 128, 256)),
+                       attention_max_batch=2, attention_max_heads=8, head_dims=(16, 40, 64, 72, 128, 256, 512)),
 }
 
 
