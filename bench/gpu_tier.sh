@@ -5,7 +5,9 @@
 #   softmax.json, oracle.json, report.json, index.html and the saved counterexamples (cex/)
 # Usage on the GPU machine, from the repo root:  bash bench/gpu_tier.sh
 # The whole script needs ~16 min; a device call may run 10, so split it with the knobs
-# TIER_SKIP_TESTS=1 / TIER_SKIP_BENCH=1 / TIER_SKIP_RUN=1 (and TIER_TESTS, TIER_WORKERS).
+# TIER_SKIP_TESTS=1 / TIER_SKIP_BENCH=1 / TIER_SKIP_RUN=1 (and TIER_TESTS, TIER_K, TIER_WORKERS).
+# The GPU tests alone can outlast one call when cells fail and shrink: split them with TIER_K,
+# a pytest -k expression, e.g. TIER_K="attention and not mutant", then "not attention or mutant".
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-results}
 mkdir -p "$OUT"
@@ -19,8 +21,10 @@ step "environment"
 if [ "${TIER_SKIP_TESTS:-0}" != 1 ]; then
 step "pytest -m gpu"
 # Workers share the GPU; the oracle's exact fallback runs on their CPU cores.
+select=()
+[ -n "${TIER_K:-}" ] && select=(-k "$TIER_K")
 timeout "${TIER_PYTEST_S:-330}" python3 -m pytest -m gpu -q -p no:cacheprovider -rs --durations=12 \
-  -n "${TIER_WORKERS:-4}" ${TIER_TESTS:-tests/} 2>&1 | tee "$OUT/pytest.log" | tail -60 | tee -a "$log"
+  -n "${TIER_WORKERS:-4}" "${select[@]}" ${TIER_TESTS:-tests/} 2>&1 | tee "$OUT/pytest.log" | tail -60 | tee -a "$log"
 fi
 
 if [ "${TIER_SKIP_BENCH:-0}" != 1 ]; then

@@ -262,6 +262,10 @@ _DTYPE_ID = {torch.float16: 0, torch.bfloat16: 1, torch.float32: 2}
 #: Under the interpreter, key sequences longer than this are tiled 128 keys wide, not 16 (and
 #: 4096 wide past eight times this): many key blocks still, but not thousands.
 INTERPRETER_LONG_KEYS = 1024
+#: Under the interpreter, sequences up to this are tiled 16 wide, longer ones 32 wide: every
+#: tile costs the interpreter milliseconds, and four 16-wide blocks already cross every
+#: kind of block boundary (first, inner, ragged last).
+INTERPRETER_SMALL_TILES = 64
 
 #: Largest head dim: every candidate tiling keeps Q, a K and a V tile of BLOCK_D <= 256 on chip.
 MAX_HEAD_DIM = 256
@@ -429,8 +433,10 @@ def attention(
     if config is None and interpreting():
         # The interpreter runs every key block in Python: thousands of keys (the strategies'
         # 16-bit index probes hold 32k-65k) take wide key blocks, or one call takes seconds.
-        block_n = 16 if Nk <= INTERPRETER_LONG_KEYS else 128 if Nk <= 8 * INTERPRETER_LONG_KEYS else 4096
-        config = {"BLOCK_M": 16, "BLOCK_N": block_n, "num_warps": 1, "num_stages": 1}
+        block_n = (16 if Nk <= INTERPRETER_SMALL_TILES else 32 if Nk <= INTERPRETER_LONG_KEYS
+                   else 128 if Nk <= 8 * INTERPRETER_LONG_KEYS else 4096)
+        config = {"BLOCK_M": 16 if Nq <= INTERPRETER_SMALL_TILES else 32, "BLOCK_N": block_n,
+                  "num_warps": 1, "num_stages": 1}
     if config is None:
         key = (tune_n, args[-1], D, *meta.values())
         best = _TUNED.get(key)
