@@ -213,3 +213,36 @@ def test_sdpa_efficient_refuses_a_mask_with_a_non_unit_last_stride() -> None:
         _sdpa("EFFICIENT_ATTENTION", q, k, v, attn_mask=mask)
     dense = _sdpa("EFFICIENT_ATTENTION", q, k, v, attn_mask=mask.contiguous())
     assert torch.allclose(dense.float(), _sdpa("MATH", q, k, v, attn_mask=mask).float(), atol=2e-3)
+
+
+# The counterexample `verify run --device cuda` saved on the H200 (2026-11-30 00:34 UTC), as its spec:
+# it rebuilds bit for bit from the seed.
+_FLASH_LARGE_SCORES = {
+    "op": "attention", "dtype": "float16", "batch": 1, "heads_q": 1, "heads_kv": 1, "seq_q": 127, "seq_k": 127,
+    "head_dim": 256, "scale": None, "causal": False, "mask": None, "mask_shape": "qk", "mask_layout": "contiguous",
+    "q": {"kind": "normal", "scale": 200.0}, "k": {"kind": "cancellation", "scale": 0.09765625, "offset": 100.0},
+    "v": {"kind": "normal"}, "specials": [], "layouts": ["contiguous", "contiguous", "contiguous"], "seed": 0,
+}
+
+
+@pytest.mark.gpu
+def test_sdpa_flash_weights_do_not_sum_to_one_for_large_scores() -> None:
+    """Found by ``verify run --device cuda`` on the H200 (00:34 UTC 2026-11-30, torch 2.11) as a
+    ``range`` violation: an fp16 output 4 ulps below the smallest value in its column, which no
+    softmax weighting reaches.  The scores are large (|s| up to 7.4e4: K sits at 100 with a
+    spread of 0.1, Q has a spread of 200) but differ by ~100 within a row.  With V = 1 the
+    output is the sum of the weights: flash returns 0.998..1.0039 where rounding P to fp16
+    allows 1 +- 2^-11; efficient and math return 1.  Softmax is shift-invariant, and with K
+    centred flash returns 1 too, so the error comes from the scores' size alone."""
+    from strategies.replay import case_from_dict
+
+    x = case_from_dict(_FLASH_LARGE_SCORES).build("cuda")
+    ones = torch.ones_like(x.v)
+
+    def weight_sum_error(backend: str, k: torch.Tensor) -> float:
+        return float((_sdpa(backend, x.q, k, ones, scale=x.scale).float() - 1).abs().max())
+
+    assert weight_sum_error("FLASH_ATTENTION", x.k) > 2e-3
+    assert weight_sum_error("MATH", x.k) <= 2.0**-10 and weight_sum_error("EFFICIENT_ATTENTION", x.k) <= 2.0**-10
+    centred = x.k - x.k.double().mean(-2, keepdim=True).to(x.k.dtype)
+    assert weight_sum_error("FLASH_ATTENTION", centred) <= 2.0**-10
