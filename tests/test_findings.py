@@ -233,7 +233,8 @@ def test_sdpa_flash_weights_do_not_sum_to_one_for_large_scores() -> None:
     spread of 0.1, Q has a spread of 200) but differ by ~100 within a row.  With V = 1 the
     output is the sum of the weights: flash returns 0.998..1.0039 where rounding P to fp16
     allows 1 +- 2^-11; efficient and math return 1.  Softmax is shift-invariant, and with K
-    centred flash returns 1 too, so the error comes from the scores' size alone."""
+    centred flash returns 1 too, so the error comes from the scores' size alone.  A sweep
+    (README, "Findings so far") saw it at D = 256 only, growing with the scores' size."""
     from strategies.replay import case_from_dict
 
     x = case_from_dict(_FLASH_LARGE_SCORES).build("cuda")
