@@ -565,7 +565,8 @@ def attention_cases(
     * ``max_batch``, ``max_heads`` (Hq), ``max_seq`` bound the sizes, keeping a
       high-precision reference cheap.
     * ``head_dims``: the dims to draw from, smallest first; None uses
-      ``INTERESTING_HEAD_DIMS`` within the caps limits.
+      ``INTERESTING_HEAD_DIMS`` within the caps limits.  A tier (``HEAD_DIM_TIERS``) is
+      drawn first, then a dim in it, so that the largest dims are not starved.
     * ``special_values``: None follows ``caps``; True insists; False gives no NaN/+inf.
     * ``index_widths``: about one example in ``INDEX_WIDTH_ODDS`` is a long-key probe: Nk
       at the edge of 16-bit indexing (32767..65537), past ``max_seq`` but within
