@@ -11,7 +11,8 @@ Public API::
                   special_values=..., masks=..., elementwise=..., index_widths=...,
                   long_rows=..., many_rows=..., four_d=...)       -> SearchStrategy[SoftmaxCase]
     attention_cases(dtypes=..., caps=..., max_seq=..., max_batch=..., max_heads=...,
-                    head_dims=..., special_values=...)            -> SearchStrategy[AttentionCase]
+                    head_dims=..., special_values=..., index_widths=...,
+                    probes=...)                                   -> SearchStrategy[AttentionCase]
     case_from_dict(d)                                             -> SoftmaxCase | AttentionCase
     FEATURES, SOFTMAX_FEATURES, ATTENTION_FEATURES                 the feature vocabulary
 

@@ -38,6 +38,7 @@ from hypothesis.errors import InvalidArgument
 from hypothesis.strategies import SearchStrategy
 
 from strategies import _rng
+from strategies._choices import rare
 from strategies._text import ReplayableRepr, call_text, num, short_dtype
 from strategies._validation import (
     check_argument,
@@ -570,7 +571,7 @@ def attention_cases(
     * ``special_values``: None follows ``caps``; True insists; False gives no NaN/+inf.
     * ``index_widths``: about one example in ``INDEX_WIDTH_ODDS`` is a long-key probe: Nk
       at the edge of 16-bit indexing (32767..65537), past ``max_seq`` but within
-      ``caps.max_length``, with a few queries, one K/V head, a small head dim, the default
+      ``caps.max_length``, with a few queries, two K/V heads, a small head dim, the default
       scale, no mask, no causal flag, no NaN/inf, and Q, K, V whose rows tell the key
       positions apart (``position_distinct``), so that a kernel reading the wrong key or
       value row changes the output; False never draws them.
@@ -645,7 +646,7 @@ def _scales(draw: st.DrawFn) -> float | None:
     # drawn apart so that it stays rare (a third branch of one_of would take a third).
     explicit = st.tuples(magnitudes(1e-6, 1e6), st.booleans()).map(lambda p: -p[0] if p[1] else p[0])
     scale = draw(st.one_of(st.just(None), explicit))
-    return 0.0 if draw(st.integers(0, ZERO_SCALE_ODDS - 1)) == ZERO_SCALE_ODDS - 1 else scale
+    return 0.0 if rare(draw, ZERO_SCALE_ODDS) else scale
 
 
 def _head_dim_tiers(dims: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:

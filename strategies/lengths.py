@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 
 from strategies import _rng
+from strategies._choices import rare
 from strategies._validation import check_argument, check_positive_int
 from strategies.features import BLOCKS
 
@@ -118,11 +119,8 @@ def lengths(min_value: int = 1, max_value: int = 300) -> SearchStrategy[int]:
         min_value <= max_value,
         f"min_value={min_value} must not exceed max_value={max_value}; swap or widen the bounds",
     )
-    return _by_kind(_pickers(min_value, max_value, BLOCKS), LENGTH_KINDS)
-
-
-def _by_kind(pickers: dict[str, Callable[[int], int]], order: tuple[str, ...]) -> SearchStrategy[int]:
-    kinds = tuple(k for k in order if k in pickers)
+    pickers = _pickers(min_value, max_value, BLOCKS)
+    kinds = tuple(k for k in LENGTH_KINDS if k in pickers)
     # Every kind costs the same two choices (kind, index): Hypothesis orders
     # examples by choice count before anything else, so equal costs leave the
     # kind order, simplest first, to decide where shrinking goes.  The index is
@@ -197,7 +195,7 @@ def index_width_lengths(min_value: int, max_value: int | None, beyond: int) -> t
 def draws_index_width(draw, candidates: tuple[int, ...]) -> bool:
     """Rarely True (one example in ``INDEX_WIDTH_ODDS``) when there are ``candidates``;
     shrinks towards False (the ordinary lengths)."""
-    return bool(candidates) and draw(st.integers(0, INDEX_WIDTH_ODDS - 1)) == INDEX_WIDTH_ODDS - 1
+    return bool(candidates) and rare(draw, INDEX_WIDTH_ODDS)
 
 
 def index_width_length(candidates: tuple[int, ...], seed: int) -> int:

@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 
 from strategies import _rng
+from strategies._choices import rare
 from strategies._text import ReplayableRepr, call_text, num, short_dtype
 from strategies._validation import (
     check_argument,
@@ -466,11 +467,6 @@ def softmax_cases(
     return _softmax_cases(config)
 
 
-def _rare(draw: st.DrawFn, odds: int) -> bool:
-    """True for about one draw in ``odds``; shrinks towards False."""
-    return draw(st.integers(0, odds - 1)) == odds - 1
-
-
 @st.composite
 def _softmax_cases(draw: st.DrawFn, c: _SoftmaxConfig) -> SoftmaxCase:
     fmt = draw(st.sampled_from(c.formats))
@@ -490,17 +486,17 @@ def _softmax_cases(draw: st.DrawFn, c: _SoftmaxConfig) -> SoftmaxCase:
         # Each probe's choices are drawn whether or not it is taken, so that the ordinary
         # case costs as many choices as a probe (see the comment on recipes below).
         if c.four_d:
-            four, n_heads = _rare(draw, FOUR_D_ODDS), draw(st.integers(1, MAX_HEADS))
+            four, n_heads = rare(draw, FOUR_D_ODDS), draw(st.integers(1, MAX_HEADS))
             if four and batch:
                 # The heads share the drawn rows, so a 4-D input costs what a 3-D one does (the
                 # engine's search can climb onto one kind of input for most of a run).
                 heads, rows = n_heads, -(-rows // n_heads)
         long_row = False
         if c.long_range is not None:
-            long_row, long_kind = _rare(draw, LONG_ROW_ODDS), draw(st.sampled_from(c.long_kinds))
+            long_row, long_kind = rare(draw, LONG_ROW_ODDS), draw(st.sampled_from(c.long_kinds))
         many = False
         if c.many_rows is not None:
-            many = _rare(draw, MANY_ROWS_ODDS)
+            many = rare(draw, MANY_ROWS_ODDS)
             many_total = draw(lengths(*c.many_rows))  # counts at the same edges as lengths
             many_length = draw(lengths(c.min_length, c.many_max_length))
         if wide:  # one long row: the cost stays that of an ordinary example
