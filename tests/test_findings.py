@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from kernels import reference
+from strategies.replay import case_from_dict
 from verify import oracle
 from verify.contracts import evaluate_attention
 from verify.tolerance import ToleranceModel, attention_tolerance_units
@@ -202,7 +203,8 @@ def test_sdpa_efficient_refuses_a_mask_with_a_non_unit_last_stride() -> None:
     """Found by ``verify run --device cuda`` on the H200 (22:58 UTC, torch 2.11), shrunk to
     Nq = Nk = 2, D = 16: a boolean mask laid out transposed (last stride 2, same values)
     makes the efficient backend raise "No available kernel"; a contiguous copy runs, and
-    the CPU math backend accepts both.  The sdpa-efficient target declares
+    the math backend takes the transposed one (torch's warning: the fused GPU backends need
+    the mask's last stride to be 1, the CPU does not).  The sdpa-efficient target declares
     ``mask_unit_stride``, so the search draws no such masks for it; this test notices if
     torch lifts the limit."""
     gen = torch.Generator().manual_seed(0)
@@ -235,8 +237,6 @@ def test_sdpa_flash_weights_do_not_sum_to_one_for_large_scores() -> None:
     allows 1 +- 2^-11; efficient and math return 1.  Softmax is shift-invariant, and with K
     centred flash returns 1 too, so the error comes from the scores' size alone.  A sweep
     (README, "Findings so far") saw it at D = 256 only, growing with the scores' size."""
-    from strategies.replay import case_from_dict
-
     x = case_from_dict(_FLASH_LARGE_SCORES).build("cuda")
     ones = torch.ones_like(x.v)
 
