@@ -25,8 +25,17 @@ LN2: tl.constexpr = tl.constexpr(0.6931471805599453)
 # clamping there changes no result and keeps the range reduction finite.
 EXP_CLAMP: tl.constexpr = tl.constexpr(-110.0)
 ROUND_SHIFTER: tl.constexpr = tl.constexpr(12582912.0)  # 1.5 * 2**23
-ROUND_SHIFTER_BITS: tl.constexpr = tl.constexpr(0x4B400000)  # its float32 bit pattern
-ONE_BITS: tl.constexpr = tl.constexpr(0x3F800000)  # bit pattern of 1.0f: exponent bias 127 << 23
+# exp(r) ~ 1 + r + r**2 (C2 + C3 r + C4 r**2 + C5 r**3 + C6 r**4) on |r| <= ln2 / 2, the
+# coefficients fitted for least maximum relative error (Lawson's iteration on Chebyshev
+# nodes, then rounded to float32): 2**-27.8 relative, against 2**-27.1 for the degree-7
+# Taylor polynomial it replaces, with one multiply-add fewer.
+EXP_C2: tl.constexpr = tl.constexpr(0.4999999403953552)
+EXP_C3: tl.constexpr = tl.constexpr(0.1666651964187622)
+EXP_C4: tl.constexpr = tl.constexpr(0.04166839271783829)
+EXP_C5: tl.constexpr = tl.constexpr(0.008368780836462975)
+EXP_C6: tl.constexpr = tl.constexpr(0.0013814467238262296)
+SCALE_BITS: tl.constexpr = tl.constexpr((127 + 64) << 23)  # float32 bits of 2**64
+TWO_M64: tl.constexpr = tl.constexpr(2.0**-64)
 
 #: Element types the kernels accept, in and out.
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
@@ -82,10 +91,11 @@ def exp_diff(x, m):
     Plain exp(x - m) inherits the rounding of the subtraction, up to |x - m| * 2**-24
     relative, i.e. several ulp once |x - m| > 4.  Here the subtraction's error e is
     recovered exactly (Knuth's two-sum) and fed into the reduced argument:
-    x - m = k ln2 + r with |r| <= ln2 / 2, exp(r) by a degree-7 Taylor polynomial
-    (truncation error < 2**-27), and 2**k built from exponent bits.  Only adds, fmas
-    and integer ops: no conversion instructions, which run at a fraction of the rate.
-    NaN inputs give NaN; x = -inf gives exactly 0.
+    x - m = k ln2 + r with |r| <= ln2 / 2, exp(r) by a degree-6 polynomial (relative
+    error 2**-27.8), and 2**k built from exponent bits.  Only adds, fmas, multiplies and
+    two integer ops: no conversion instructions, which run at a fraction of the rate.
+    Measured under the interpreter over 2M random (x, m) with x - m in [-100, 0]: at most
+    0.96 ulp, mean 0.26 ulp.  NaN inputs give NaN; x = -inf gives exactly 0.
     """
     s = x - m
     # Two-sum: s + e == x - m exactly (valid while s is finite).
@@ -101,21 +111,19 @@ def exp_diff(x, m):
     # Explicit fma: one rounding per step whether or not the compiler would contract.
     r = tl.fma(-k, LN2_HI, t)  # exact (Cody-Waite)
     r = tl.fma(-k, LN2_LO, r) + e
-    p = tl.fma(r, 1.0 / 5040.0, 1.0 / 720.0)
-    p = tl.fma(p, r, 1.0 / 120.0)
-    p = tl.fma(p, r, 1.0 / 24.0)
-    p = tl.fma(p, r, 1.0 / 6.0)
-    p = tl.fma(p, r, 0.5)
+    p = tl.fma(r, EXP_C6, EXP_C5)
+    p = tl.fma(p, r, EXP_C4)
+    p = tl.fma(p, r, EXP_C3)
+    p = tl.fma(p, r, EXP_C2)
     p = tl.fma(p, r, 1.0)
     p = tl.fma(p, r, 1.0)
-    # 2**k as a product of two normal powers of two, so results in the subnormal
-    # range are rounded once (k >= -159 here, each half >= -80).
-    ki = kf.to(tl.int32, bitcast=True) - ROUND_SHIFTER_BITS
-    k1 = ki >> 1
-    k2 = ki - k1
-    s1 = ((k1 << 23) + ONE_BITS).to(tl.float32, bitcast=True)
-    s2 = ((k2 << 23) + ONE_BITS).to(tl.float32, bitcast=True)
-    return (p * s1) * s2
+    # p * 2**k as (p * 2**(k + 64)) * 2**-64: the first factor is a normal power of two for
+    # every k >= -159 here, so the first product is exact (p is in (0.7, 1.42)) and the
+    # second rounds once, only where the result is subnormal.  2**(k + 64) comes from kf's
+    # low bits shifted into the exponent field (kf's own exponent bits shift out).  NaN
+    # propagates through the products.
+    s1 = ((kf.to(tl.int32, bitcast=True) << 23) + SCALE_BITS).to(tl.float32, bitcast=True)
+    return (p * s1) * TWO_M64
 
 
 @triton.jit
