@@ -44,6 +44,8 @@ def sweep_variants(n: int, dtype_name: str):
         variants += [(f"warps{w}", {}, {"rows_warps": w, **off}) for w in (4, 8, 16, 32)]
         if n >= 4096:
             variants.append(("online4096", {"block_size": 4096, "num_chunks": 1}, {}))
+        if n >= 8192:
+            variants.append(("online8192", {"num_chunks": 1}, {}))
         if n <= 4096:
             # rows per program of the single-pass kernel (default: 2048 // N, at least 1)
             variants += [(f"rows_r{r}_w{w}", {}, {"rows_block_r": r, "rows_warps": w, **off})
@@ -55,10 +57,14 @@ def sweep_variants(n: int, dtype_name: str):
                      for pps, bs, w in ((1, 4096, 8), (2, 4096, 8), (4, 4096, 8), (1, 8192, 16), (2, 8192, 16))]
     if n > 16384:
         # L2 eviction hints on the two-sweep schedules (first sweep kept, second dropped): the
-        # default takes them except on the precise float32 path, so each variant flips it
+        # default takes them except on the precise float32 path without kept exponentials
+        # (keep_p off), so each variant flips it
         if dtype_name == "fp32":
-            variants += [("hints_on", {}, {"l2_hints": True}),
-                         ("fast_hints_off", {"precise": False}, {"l2_hints": False})]
+            variants += [("hints_off", {}, {"l2_hints": False}),
+                         ("fast_hints_off", {"precise": False}, {"l2_hints": False}),
+                         # the precise online sweep of before: the exponential computed twice
+                         ("keep_p_off", {}, {"keep_p": False}),
+                         ("keep_p_off_hints_on", {}, {"keep_p": False, "l2_hints": True})]
         else:
             variants.append(("hints_off", {}, {"l2_hints": False}))
     if n > 16384:

@@ -9,7 +9,10 @@ Four schedules compute the same function:
   ``l`` is rescaled by ``exp(m_old - m_new)``.  On the fast float32 path each lane
   keeps its own ``(m, l)`` and the lanes merge once per row (``_span_stats_lanes``).
   A second sweep normalizes; it re-reads the row, mostly from L2: a persistent grid
-  keeps only as many rows in flight as fit in half the L2.
+  keeps only as many rows in flight as fit in half the L2.  On the precise float32
+  path the first sweep writes its exponentials to the output and the second rescales
+  them by a float64 factor per block (``_span_exp_kept``, ``_span_rescale``): one
+  accurate exponential per element, and the single-pass accuracy.
 * **split rows** -- when there are too few rows to fill the GPU, each row is cut
   into chunks: one kernel writes ``(m, l)`` per chunk, a second merges a row's
   chunk statistics and normalizes its chunk.
@@ -82,13 +85,15 @@ SCHEDULES = ("rows", "online", "split", "cooperative")
 #: rows and under the interpreter).  ``coop_chunk`` / ``coop_warps``: its chunk width and
 #: warps; ``coop_groups``: at most this many groups (rows in flight).  ``rows_block_r``:
 #: rows per program of the single-pass kernel.  ``l2_hints``: L2 eviction hints on the online
-#: and split schedules (None: on except for the precise float32 path).  ``lane_stats``: per-lane
-#: running statistics in their first sweep (never on the precise float32 path; None: on for
-#: the fast float32 path only).
+#: and split schedules (None: on except for the precise float32 path that recomputes its
+#: exponentials).  ``lane_stats``: per-lane running statistics in their first sweep (never on the
+#: precise float32 path; None: on for the fast float32 path only).  ``keep_p``: the precise
+#: float32 online schedule writes its exponentials in the first sweep and rescales them in the
+#: second (None: on; False: the second sweep computes them again, as before 2026-11-30).
 TUNING: dict = {"rows_warps": None, "stream_warps": None, "stream_block": None,
                 "online_programs_per_sm": None, "rows_block_r": None,
                 "cooperative": None, "coop_chunk": None, "coop_warps": None, "coop_groups": None,
-                "l2_hints": None, "lane_stats": None}
+                "l2_hints": None, "lane_stats": None, "keep_p": None}
 
 
 def _tuned(key: str, default):
@@ -254,25 +259,103 @@ def _span_normalize(x_row, y_row, lo, hi, shift, l, BLOCK_N: tl.constexpr, PRECI
 
 
 @triton.jit
+def _span_exp_kept(x_row, p_row, m_row, lo, hi, BLOCK_N: tl.constexpr, KEEP: tl.constexpr, DROP: tl.constexpr):
+    """First sweep of the precise float32 path that keeps its exponentials: (m, l) of
+    x_row[lo:hi], with l in float64, and per block b (elements [lo + b BLOCK_N, ...)):
+    ``p = exp(x - safe_max(m_b))`` written to p_row (the output row, float32) and the running
+    maximum ``m_b`` after the block written to ``m_row[b]``.
+
+    ``l = sum_b s_b exp(safe_max(m_b) - safe_max(m))`` with ``s_b`` the block's compensated
+    sum of its p; the weights and the running sum are float64 (~1e-15 relative), so l is as
+    accurate as the block sums (~1 rounding of the sum of the float32 p), and rows never
+    round a float32 rescale factor.  Each element's input is read once (DROP) and its p
+    stays in L2 (KEEP) for :func:`_span_rescale`.
+    """
+    offs = tl.arange(0, BLOCK_N)
+    m = tl.full([], float("-inf"), tl.float32)
+    l = tl.zeros([], tl.float64)
+    x = tl.load(x_row + lo + offs, mask=lo + offs < hi, other=float("-inf"), eviction_policy=DROP)
+    b = 0
+    for start in range(lo, hi, BLOCK_N):
+        cols = start + offs
+        x_next = tl.load(x_row + BLOCK_N + cols, mask=BLOCK_N + cols < hi, other=float("-inf"),
+                         eviction_policy=DROP)
+        xf = x.to(tl.float32)
+        m_new = tl.maximum(m, tl.max(xf, axis=0))
+        shift = safe_max(m_new)
+        p = exp_diff(xf, shift)
+        s_hi, s_lo = sum_compensated(p, 0)
+        # exp(-inf - shift) = 0 while nothing finite has been seen; NaN once m is +inf.
+        alpha = tl.exp(m.to(tl.float64) - shift.to(tl.float64))
+        l = l * alpha + (s_hi.to(tl.float64) + s_lo.to(tl.float64))
+        tl.store(p_row + cols, p, mask=cols < hi, eviction_policy=KEEP)
+        tl.store(m_row + b, m_new)
+        m = m_new
+        b += 1
+        x = x_next
+    return m, l
+
+
+@triton.jit
+def _span_rescale(p_row, m_row, lo, hi, shift, l, BLOCK_N: tl.constexpr, DROP: tl.constexpr):
+    """Second sweep after :func:`_span_exp_kept`: ``y = p * (exp(m_b - shift) / l)`` in place,
+    the block's factor in float64 split into a float32 pair so that ``fma(p, hi, p * lo)``
+    rounds once (as the cooperative schedule does).  A block before the row's first finite
+    element has ``m_b = -inf``, factor 0 and p = 0; l = 0 (an all -inf row) is read as 1; a
+    NaN l makes the whole row NaN."""
+    offs = tl.arange(0, BLOCK_N)
+    p = tl.load(p_row + lo + offs, mask=lo + offs < hi, other=0.0, eviction_policy=DROP)
+    inv_l = 1.0 / tl.where(l == 0.0, 1.0, l)
+    b = 0
+    for start in range(lo, hi, BLOCK_N):
+        cols = start + offs
+        p_next = tl.load(p_row + BLOCK_N + cols, mask=BLOCK_N + cols < hi, other=0.0, eviction_policy=DROP)
+        m_b = tl.load(m_row + b)
+        factor = tl.exp(m_b.to(tl.float64) - shift.to(tl.float64)) * inv_l
+        f_hi = factor.to(tl.float32)
+        f_lo = (factor - f_hi.to(tl.float64)).to(tl.float32)
+        tl.store(p_row + cols, tl.fma(p, f_hi, p * f_lo), mask=cols < hi, eviction_policy=DROP)
+        b += 1
+        p = p_next
+
+
+@triton.jit
 def _softmax_online_kernel(
-    X, Y, LSE, n_rows, n_cols, stride_xr, stride_yr,
+    X, Y, LSE, MAXES, n_rows, n_cols, stride_xr, stride_yr, n_blocks,
     BLOCK_N: tl.constexpr, PRECISE: tl.constexpr, WRITE_Y: tl.constexpr, WRITE_LSE: tl.constexpr,
-    KEEP: tl.constexpr, DROP: tl.constexpr, LANES: tl.constexpr,
+    KEEP: tl.constexpr, DROP: tl.constexpr, LANES: tl.constexpr, KEEP_P: tl.constexpr,
 ):
     # Persistent: a fixed number of programs walk the rows, so only that many rows are
-    # in flight and the normalizing sweep finds its row still in L2.
+    # in flight and the normalizing sweep finds its row (or its exponentials) still in L2.
     for row in range(tl.program_id(0), n_rows, tl.num_programs(0)):
         row64 = tl.zeros([], tl.int64) + row  # 64-bit offsets (row is a plain int when interpreted)
         x_row = X + row64 * stride_xr
-        if LANES:
-            m, l = _span_stats_lanes(x_row, 0, n_cols, BLOCK_N, KEEP)
+        if KEEP_P:
+            # Precise float32 with an output: one accurate exponential per element, not two
+            # (the second sweep rescales the kept p); MAXES holds n_blocks maxima per program.
+            m_row = MAXES + tl.program_id(0).to(tl.int64) * n_blocks
+            y_row = Y + row64 * stride_yr
+            m, l64 = _span_exp_kept(x_row, y_row, m_row, 0, n_cols, BLOCK_N, KEEP, DROP)
+            # The rescale reads maxima (and p) other threads of this program wrote: a CTA
+            # barrier orders global memory too.  The second one keeps the next row from
+            # overwriting maxima a slower warp has not read yet.
+            tl.debug_barrier()
+            shift = safe_max(m)
+            _span_rescale(y_row, m_row, 0, n_cols, shift, l64, BLOCK_N, DROP)
+            tl.debug_barrier()
+            if WRITE_LSE:
+                lse = shift.to(tl.float64) + tl.log(l64)
+                tl.store(LSE + row64, tl.where(l64 == 0.0, float("-inf"), lse.to(tl.float32)))
         else:
-            m, l = _span_stats(x_row, 0, n_cols, BLOCK_N, PRECISE, KEEP)
-        shift = safe_max(m)
-        if WRITE_Y:
-            _span_normalize(x_row, Y + row64 * stride_yr, 0, n_cols, shift, l, BLOCK_N, PRECISE, DROP)
-        if WRITE_LSE:
-            tl.store(LSE + row64, _lse(shift, l))
+            if LANES:
+                m, l = _span_stats_lanes(x_row, 0, n_cols, BLOCK_N, KEEP)
+            else:
+                m, l = _span_stats(x_row, 0, n_cols, BLOCK_N, PRECISE, KEEP)
+            shift = safe_max(m)
+            if WRITE_Y:
+                _span_normalize(x_row, Y + row64 * stride_yr, 0, n_cols, shift, l, BLOCK_N, PRECISE, DROP)
+            if WRITE_LSE:
+                tl.store(LSE + row64, _lse(shift, l))
 
 
 @triton.jit
@@ -533,6 +616,7 @@ class _Plan(NamedTuple):
     num_chunks: int = 1  # split, cooperative: programs per row
     groups: int = 0  # cooperative: rows in flight
     lanes: bool = False  # online, split: per-lane statistics in the first sweep
+    keep_p: bool = False  # online, precise float32: the first sweep writes exp(x - m_b) for the second
 
 
 def _wants_cooperative(n_cols: int, dtype: torch.dtype, precise: bool) -> bool:
@@ -626,7 +710,7 @@ def _plan(n_rows: int, n_cols: int, dtype: torch.dtype, sms: int, interpreted: b
         programs = TUNING["online_programs_per_sm"] and TUNING["online_programs_per_sm"] * sms
         programs = programs or min(4 * sms, max(floor, l2_bytes // (2 * row_bytes)))
         return _Plan("online", block=stream, num_warps=num_warps, programs=max(1, min(n_rows, programs)),
-                     lanes=lanes)
+                     lanes=lanes, keep_p=precise and bool(_tuned("keep_p", True)))
 
     chunk = triton.cdiv(n_blocks, num_chunks) * stream
     return _Plan("split", block=stream, num_warps=num_warps, chunk=chunk, num_chunks=triton.cdiv(n_cols, chunk),
@@ -673,7 +757,8 @@ def _launch(x2: torch.Tensor, y2: torch.Tensor | None, lse: torch.Tensor | None,
     # to drop the second sweep's reads and the output first.  Measured on the H200 (16:26 UTC,
     # N = 65536): 65% -> 77% of copy bandwidth for the fast float32 path, 70% -> 72% bf16; the
     # precise float32 path, bound by its accurate exponentials there, lost (54% -> 50%).
-    use_hints = _tuned("l2_hints", not precise)
+    keep_p = plan.keep_p and write_y
+    use_hints = _tuned("l2_hints", not precise or keep_p)
     hints = dict(KEEP="evict_last", DROP="evict_first") if use_hints else dict(KEEP="", DROP="")
 
     if plan.name == "rows":
@@ -683,9 +768,12 @@ def _launch(x2: torch.Tensor, y2: torch.Tensor | None, lse: torch.Tensor | None,
             BLOCK_R=plan.block_r, BLOCK_N=plan.block, **flags,
         )
     elif plan.name == "online":
+        n_blocks = triton.cdiv(n_cols, plan.block)
+        maxes = (torch.empty((plan.programs * n_blocks,), device=x2.device, dtype=torch.float32)
+                 if keep_p else x2)
         _softmax_online_kernel[(plan.programs,)](
-            x2, y_arg, lse_arg, n_rows, n_cols, x2.stride(0), stride_y, BLOCK_N=plan.block, **flags, **hints,
-            LANES=plan.lanes,
+            x2, y_arg, lse_arg, maxes, n_rows, n_cols, x2.stride(0), stride_y, n_blocks,
+            BLOCK_N=plan.block, **flags, **hints, LANES=plan.lanes, KEEP_P=keep_p,
         )
     elif plan.name == "split":
         stats = torch.empty((n_rows * plan.num_chunks * 2,), device=x2.device, dtype=torch.float32)
@@ -732,10 +820,11 @@ def softmax(x: torch.Tensor, *, return_lse: bool = False, block_size: int | None
     included), the row sum is compensated and the division rounded to nearest (up to rare
     near-ties), so outputs are within ~2 ulp of the exact softmax of the given inputs (99.9%
     of entries; three roundings allow up to ~2.5 ulp, ~3.5 ulp was the worst seen over 4M
-    entries).  Streamed rows (longer than ``block_size``) also round the rescale factor,
-    a little more often past 2 ulp.  float32 rows of 8193..16384 on a GPU take the
-    cooperative schedule by default (see :func:`schedule_for`), whose chunk weights and
-    ``1 / l`` are float64: the single-pass accuracy.
+    entries).  Rows split over several programs (the split schedule) also round the
+    rescale factor, a little more often past 2 ulp.  The online schedule (rows streamed
+    by one program) and the cooperative one (float32 rows of 8193..16384 on a GPU by
+    default, see :func:`schedule_for`) carry their block weights and ``1 / l`` in float64:
+    the single-pass accuracy or better (at most 2 ulp in the tests).
     16-bit outputs are the float32 result rounded once.
     ``precise=False`` (float32 only) uses the hardware ``exp2`` of ``(x - m) log2(e)``, a plain
     tree sum (streamed rows: per-lane running sums, merged once) and ``p * (1 / l)``: a few
