@@ -86,6 +86,12 @@ def sweep_variants(n: int, dtype_name: str):
         # registers at 16 warps when compiled for sm_90, hence 32 warps there
         variants += [(f"coop_c{c}_w{w}", {}, {"cooperative": True, "coop_chunk": c, "coop_warps": w})
                      for c, w in ((4096, 8), (4096, 16), (8192, 8), (8192, 16), (8192, 32), (16384, 32))]
+    if n <= 4096:
+        # one chunk per row (no exchange), many persistent groups: a single pass that
+        # prefetches each program's next row
+        variants += [(f"coop1_w{w}_g{g}", {}, {"cooperative": True, "coop_chunk": n, "coop_warps": w,
+                                               "coop_groups": g})
+                     for w in (2, 4, 8) for g in (528, 1056, 2112, 4224) if n // w >= 128]
     if dtype_name == "fp32":
         variants.append(("fast", {"precise": False}, {}))
         if 8192 <= n <= 16384:

@@ -83,7 +83,8 @@ SCHEDULES = ("rows", "online", "split", "cooperative")
 #: ``cooperative``: None lets schedule_for decide, False never takes the cooperative
 #: schedule, True takes it for every row it can hold (tests use this to run it on short
 #: rows and under the interpreter).  ``coop_chunk`` / ``coop_warps``: its chunk width and
-#: warps; ``coop_groups``: at most this many groups (rows in flight).  ``rows_block_r``:
+#: warps; ``coop_groups``: this many groups (rows in flight; at most one program a SM when rows
+#: have several chunks).  ``rows_block_r``:
 #: rows per program of the single-pass kernel.  ``l2_hints``: L2 eviction hints on the online
 #: and split schedules (None: on except for the precise float32 path that recomputes its
 #: exponentials).  ``lane_stats``: per-lane running statistics in their first sweep (never on the
@@ -641,7 +642,10 @@ def _cooperative_plan(n_rows: int, n_cols: int, dtype: torch.dtype, sms: int) ->
         return None
     groups = min(sms // num_chunks, n_rows)
     if TUNING["coop_groups"]:
-        groups = min(groups, int(TUNING["coop_groups"]))
+        # Partners must be resident together; one chunk per row has no partners, so any
+        # number of groups may run (a persistent single pass).
+        cap = sms // num_chunks if num_chunks > 1 else n_rows
+        groups = min(cap, int(TUNING["coop_groups"]))
     num_warps = TUNING["coop_warps"] or max(1, min(COOP_WARPS, chunk // 512))
     return _Plan("cooperative", block=chunk, num_warps=num_warps, num_chunks=num_chunks, groups=max(1, groups))
 

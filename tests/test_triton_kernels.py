@@ -740,6 +740,17 @@ def test_softmax_cooperative_rows_per_group(tuning, coop_grids):
     assert len(coop_grids) == 2 and coop_grids[1] == (3,)
 
 
+def test_softmax_cooperative_groups_past_the_sms_with_one_chunk(tuning, coop_grids):
+    # One chunk per row has no partners to wait for, so coop_groups may exceed the SM count
+    # (the interpreter reports 4); with several chunks a row it stays capped at one per SM.
+    x = randn(10, 300, scale=3.0)
+    tuning.update(cooperative=True, coop_chunk=512, coop_groups=7)
+    assert_softmax_close(softmax(x), x)
+    tuning["coop_chunk"] = 128  # three chunks a row: at most 4 // 3 = 1 group
+    assert_softmax_close(softmax(x), x)
+    assert coop_grids == [(7,), (3,)]
+
+
 def test_softmax_cooperative_fast_path(tuning, coop_grids):
     tuning.update(cooperative=True, coop_chunk=128)
     x = special_rows(300, torch.float32)
