@@ -91,6 +91,8 @@ def bench_case(dtype_name, d, n, causal, backends, warmup, rep, use_tma=None, ro
     """
     from triton.testing import do_bench
 
+    from kernels import triton_attention
+
     b, h = heads_for(n)
     dtype = DTYPES[dtype_name]
     gen = torch.Generator(device="cuda").manual_seed(0)
@@ -101,10 +103,14 @@ def bench_case(dtype_name, d, n, causal, backends, warmup, rep, use_tma=None, ro
     for name, fn in make_runners(backends, causal, n, scale, use_tma).items():
         row = {"dtype": dtype_name, "D": d, "N": n, "B": b, "H": h, "causal": causal, "backend": name}
         try:
+            tuned_before = len(triton_attention._TUNED)
             t0 = time.perf_counter()
             out = fn(q, k, v)  # first call: compilation / autotuning
             torch.cuda.synchronize()
             row["first_call_s"] = round(time.perf_counter() - t0, 2)
+            if name == "ours" and len(triton_attention._TUNED) > tuned_before:
+                c = list(triton_attention._TUNED.values())[-1]  # the autotuner's pick for this shape
+                row["tiling"] = [c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps, c.num_stages]
             if reference is None:
                 reference = out.float()  # ours comes first
             row["max_abs_diff_vs_first"] = float((out.float() - reference).abs().max())
@@ -136,7 +142,8 @@ def print_row(r):
     else:
         print(f"{r['dtype']:>5} D={r['D']:<4} N={r['N']:<6} causal={int(r['causal'])}  {r['backend']:<10} "
               f"{r['ms']:9.3f} ms {r['tflops']:8.1f} TFLOP/s   diff {r['max_abs_diff_vs_first']:.2e}"
-              f"   first call {r['first_call_s']:.1f}s", flush=True)
+              f"   first call {r['first_call_s']:.1f}s" + (f"   tiling {tuple(r['tiling'])}" if "tiling" in r else ""),
+              flush=True)
 
 
 #: Tilings timed by --sweep (BLOCK_M, BLOCK_N, num_warps, num_stages), per head dim.
