@@ -109,8 +109,8 @@ def bench_case(dtype_name, d, n, causal, backends, warmup, rep, use_tma=None, ro
             torch.cuda.synchronize()
             row["first_call_s"] = round(time.perf_counter() - t0, 2)
             if name == "ours" and len(triton_attention._TUNED) > tuned_before:
-                c = list(triton_attention._TUNED.values())[-1]  # the autotuner's pick for this shape
-                row["tiling"] = [c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps, c.num_stages]
+                c = list(triton_attention._TUNED.values())[-1]  # the tuner's pick for this shape
+                row["tiling"] = [c["BLOCK_M"], c["BLOCK_N"], c["num_warps"], c["num_stages"]]
             if reference is None:
                 reference = out.float()  # ours comes first
             row["max_abs_diff_vs_first"] = float((out.float() - reference).abs().max())

@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 
 import torch
 import triton
 import triton.language as tl
+import triton.testing
 from triton.runtime.errors import OutOfResources
 from triton.tools.tensor_descriptor import TensorDescriptor
 
@@ -118,7 +120,6 @@ def _attn_fwd_kernel(
     stride_mb, stride_mh, stride_mm, stride_mn,
     stride_ob, stride_oh, stride_om, stride_od,
     n_heads, group, n_q, n_k,
-    TUNE_N, TUNE_DTYPE,  # autotuning key only: a length bucket and the element type
     HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, HAS_MASK: tl.constexpr, WRITE_LSE: tl.constexpr,
     DOT_PRECISION: tl.constexpr, USE_TMA: tl.constexpr, BLOCK_D: tl.constexpr, SCALE_MODE: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
@@ -194,70 +195,69 @@ def _attn_fwd_kernel(
         tl.store(LSE + bh.to(tl.int64) * n_q + offs_m, lse, mask=offs_m < n_q)
 
 
-def _descriptor_block_shapes(nargs) -> None:
-    # TMA descriptors carry their box shape, which depends on the tiling being launched.
-    if isinstance(nargs["Q"], TensorDescriptor):
-        bm, bn, bd = nargs["BLOCK_M"], nargs["BLOCK_N"], nargs["BLOCK_D"]
-        nargs["Q"].block_shape = [1, 1, bm, bd]
-        nargs["OUT"].block_shape = [1, 1, bm, bd]
-        nargs["K"].block_shape = [1, 1, bn, bd]
-        nargs["V"].block_shape = [1, 1, bn, bd]
-
-
-def _config(bm: int, bn: int, warps: int, stages: int) -> triton.Config:
-    return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=warps, num_stages=stages,
-                         pre_hook=_descriptor_block_shapes)
+def _tiling(bm: int, bn: int, warps: int, stages: int) -> dict:
+    return {"BLOCK_M": bm, "BLOCK_N": bn, "num_warps": warps, "num_stages": stages}
 
 
 #: Candidate tilings by (kind, padded head dim), kind one of "16bit", "tf32", "ieee".  Few on
 #: purpose: each is compiled and timed once per (dtype, head dim, causal, mask, length bucket).
 #: IEEE float32 products run on FMA units whose operand tiles live in registers, hence the
 #: small tiles there.
-AUTOTUNE_CONFIGS: dict[tuple[str, int], list[triton.Config]] = {
-    ("16bit", 16): [_config(64, 64, 4, 3), _config(128, 64, 4, 3)],
-    ("16bit", 32): [_config(64, 64, 4, 3), _config(128, 64, 4, 3)],
-    ("16bit", 64): [_config(64, 64, 4, 3), _config(128, 64, 8, 3)],
-    ("16bit", 128): [_config(64, 64, 4, 3), _config(128, 64, 8, 3), _config(128, 128, 8, 3)],
-    ("16bit", 256): [_config(64, 64, 4, 2), _config(128, 64, 8, 2), _config(64, 32, 4, 2)],
-    ("tf32", 16): [_config(64, 64, 4, 3), _config(64, 32, 4, 3)],
-    ("tf32", 32): [_config(64, 64, 4, 3), _config(64, 32, 4, 3)],
-    ("tf32", 64): [_config(64, 64, 4, 3), _config(64, 32, 4, 3)],
-    ("tf32", 128): [_config(64, 64, 4, 2), _config(64, 32, 4, 2)],
-    ("tf32", 256): [_config(64, 32, 4, 2), _config(32, 32, 4, 2)],
-    ("ieee", 16): [_config(32, 32, 4, 2)],
-    ("ieee", 32): [_config(32, 32, 4, 2)],
-    ("ieee", 64): [_config(32, 32, 4, 2)],
-    ("ieee", 128): [_config(32, 16, 4, 2)],
-    ("ieee", 256): [_config(32, 16, 8, 1)],
+AUTOTUNE_CONFIGS: dict[tuple[str, int], list[dict]] = {
+    ("16bit", 16): [_tiling(64, 64, 4, 3), _tiling(128, 64, 4, 3)],
+    ("16bit", 32): [_tiling(64, 64, 4, 3), _tiling(128, 64, 4, 3)],
+    ("16bit", 64): [_tiling(64, 64, 4, 3), _tiling(128, 64, 8, 3)],
+    ("16bit", 128): [_tiling(64, 64, 4, 3), _tiling(128, 64, 8, 3), _tiling(128, 128, 8, 3)],
+    ("16bit", 256): [_tiling(64, 64, 4, 2), _tiling(128, 64, 8, 2), _tiling(64, 32, 4, 2)],
+    ("tf32", 16): [_tiling(64, 64, 4, 3), _tiling(64, 32, 4, 3)],
+    ("tf32", 32): [_tiling(64, 64, 4, 3), _tiling(64, 32, 4, 3)],
+    ("tf32", 64): [_tiling(64, 64, 4, 3), _tiling(64, 32, 4, 3)],
+    ("tf32", 128): [_tiling(64, 64, 4, 2), _tiling(64, 32, 4, 2)],
+    ("tf32", 256): [_tiling(64, 32, 4, 2), _tiling(32, 32, 4, 2)],
+    ("ieee", 16): [_tiling(32, 32, 4, 2)],
+    ("ieee", 32): [_tiling(32, 32, 4, 2)],
+    ("ieee", 64): [_tiling(32, 32, 4, 2)],
+    ("ieee", 128): [_tiling(32, 16, 4, 2)],
+    ("ieee", 256): [_tiling(32, 16, 8, 1)],
 }
 
 
-def _tiling(c: triton.Config) -> tuple[int, int, int, int]:
-    return c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps, c.num_stages
+def pick_tiling(candidates: list[dict], launch: Callable[[dict], None],
+                time_call: Callable[[Callable[[], None]], float], rounds: int = 2) -> dict:
+    """The candidate whose launch is fastest: every candidate is launched once first (which
+    compiles it; one that does not fit on chip is dropped), then all are timed in ``rounds``
+    rounds, each round in the reverse order of the one before, and a candidate's time is its
+    fastest round (noise only adds time).
+
+    Why not ``triton.autotune``: it times each candidate right after compiling it, and the
+    GPU idles while the host compiles.  On the H200 that let the pick for D = 128 flip
+    between runs, 64 x 64 one run and 128 x 128 the next, a 7% difference at N = 4096
+    (BENCHMARKS.md, 2026-11-30).  Here the timings run back to back on a busy GPU.
+
+    Raises:
+        OutOfResources: no candidate fits.
+    """
+    usable = []
+    for c in candidates:
+        try:
+            launch(c)
+            usable.append(c)
+        except OutOfResources:
+            continue
+    if not usable:
+        raise OutOfResources(0, 0, f"shared memory: none of the tilings {candidates} fits")
+    best = [float("inf")] * len(usable)
+    for r in range(rounds):
+        order = range(len(usable)) if r % 2 == 0 else reversed(range(len(usable)))
+        for i in order:
+            best[i] = min(best[i], time_call(lambda c=usable[i]: launch(c)))
+    return usable[min(range(len(usable)), key=best.__getitem__)]
 
 
-_ALL_CONFIGS = list({_tiling(c): c for cs in AUTOTUNE_CONFIGS.values() for c in cs}.values())
+def _time_on_gpu(fn: Callable[[], None]) -> float:
+    return triton.testing.do_bench(fn, warmup=10, rep=40, return_mode="median")
 
 
-def _kind(dtype_id: int, precision: str) -> str:
-    return "16bit" if dtype_id < 2 else precision
-
-
-def _prune(configs, named_args, **kwargs):
-    # Only the candidates listed for this kind and head dim are compiled and timed.
-    key = (_kind(named_args["TUNE_DTYPE"], kwargs["DOT_PRECISION"]), kwargs["BLOCK_D"])
-    wanted = {_tiling(c) for c in AUTOTUNE_CONFIGS[key]}
-    return [c for c in configs if _tiling(c) in wanted]
-
-
-_attn_fwd_tuned = triton.autotune(
-    configs=_ALL_CONFIGS,
-    key=["TUNE_N", "TUNE_DTYPE", "HEAD_DIM", "CAUSAL", "HAS_MASK", "WRITE_LSE", "DOT_PRECISION", "USE_TMA",
-         "SCALE_MODE"],
-    prune_configs_by={"early_config_prune": _prune},
-)(_attn_fwd_kernel)
-
-_DTYPE_ID = {torch.float16: 0, torch.bfloat16: 1, torch.float32: 2}
 
 #: Under the interpreter, key sequences longer than this are tiled 128 keys wide, not 16 (and
 #: 4096 wide past eight times this): many key blocks still, but not thousands.
@@ -300,9 +300,8 @@ def _tma_addressable(*tensors: torch.Tensor) -> bool:
 #: what the safe order costs.  Never set it outside a benchmark.
 TUNING: dict = {"multiply_first": False}
 
-#: Tiling chosen by the autotuner per key, replayed without going through it again
-#: (the autotuner's per-call bookkeeping is a large part of the launch cost at small N).
-_TUNED: dict[tuple, triton.Config] = {}
+#: Tiling chosen by pick_tiling per key (see attention()), replayed on later calls.
+_TUNED: dict[tuple, dict] = {}
 
 
 def _descriptor(t: torch.Tensor, rows: int, block_d: int) -> TensorDescriptor:
@@ -425,7 +424,7 @@ def attention(
     args = (
         q_arg, k_arg, v_arg, mask_arg, o_arg, lse if return_lse else out, abs(qk_scale) if scale_mode else qk_scale,
         *q.stride(), *k.stride(), *v.stride(), *mask_strides, *out.stride(),
-        Hq, Hq // Hkv, Nq, Nk, tune_n, _DTYPE_ID[q.dtype],
+        Hq, Hq // Hkv, Nq, Nk,
     )
     meta = dict(HEAD_DIM=D, CAUSAL=bool(causal), HAS_MASK=mask is not None, WRITE_LSE=return_lse,
                 DOT_PRECISION=precision, USE_TMA=bool(use_tma), BLOCK_D=block_d, SCALE_MODE=scale_mode)
@@ -437,36 +436,41 @@ def attention(
                    else 128 if Nk <= 8 * INTERPRETER_LONG_KEYS else 4096)
         config = {"BLOCK_M": 16 if Nq <= INTERPRETER_SMALL_TILES else 32, "BLOCK_N": block_n,
                   "num_warps": 1, "num_stages": 1}
-    if config is None:
-        key = (tune_n, args[-1], D, *meta.values())
-        best = _TUNED.get(key)
-        if best is None:
-            grid = lambda m: (triton.cdiv(Nq, m["BLOCK_M"]) * B * Hq,)  # noqa: E731
-            _attn_fwd_tuned[grid](*args, **meta)
-            _TUNED[key] = _attn_fwd_tuned.best_config
-            return (out, lse) if return_lse else out
-        config = dict(best.kwargs, num_warps=best.num_warps, num_stages=best.num_stages)
-    if config is not None:
+    grid_rows = B * Hq
+
+    def launch(tiling: dict) -> None:
         if use_tma:
-            for desc, rows in ((q_arg, config["BLOCK_M"]), (o_arg, config["BLOCK_M"]),
-                               (k_arg, config["BLOCK_N"]), (v_arg, config["BLOCK_N"])):
+            for desc, rows in ((q_arg, tiling["BLOCK_M"]), (o_arg, tiling["BLOCK_M"]),
+                               (k_arg, tiling["BLOCK_N"]), (v_arg, tiling["BLOCK_N"])):
                 desc.block_shape = [1, 1, rows, block_d]
-        grid = (triton.cdiv(Nq, config["BLOCK_M"]) * B * Hq,)
-        stages = config.get("num_stages", 2)
-        while True:
-            # A tiling tuned on one call may not fit in shared memory on the next, which Triton
-            # compiles as another variant (it specializes on stride alignment): on the H200 a
-            # 2 x 2 mask after tuned masked calls needed 256 KiB of 227 at 128 x 128 x 3 stages
-            # (found by the suite on 2026-11-29, after it began drawing sliced and expanded
-            # masks).  Fewer stages hold less and compute the same result.
+        _attn_fwd_kernel[(triton.cdiv(Nq, tiling["BLOCK_M"]) * grid_rows,)](
+            *args, **meta, BLOCK_M=tiling["BLOCK_M"], BLOCK_N=tiling["BLOCK_N"],
+            num_warps=tiling.get("num_warps", 4), num_stages=tiling.get("num_stages", 2))
+
+    if config is None:
+        key = (tune_n, q.dtype, D, *meta.values())
+        config = _TUNED.get(key)
+        if config is None:
+            candidates = AUTOTUNE_CONFIGS[("16bit" if q.dtype != torch.float32 else precision, block_d)]
             try:
-                _attn_fwd_kernel[grid](*args, **meta, BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"],
-                                       num_warps=config.get("num_warps", 4), num_stages=stages)
-                break
+                config = pick_tiling(candidates, launch, _time_on_gpu)
             except OutOfResources:
-                if stages <= 1:
-                    raise
-                stages -= 1
+                config = candidates[0]  # the launch below lowers its stages until it fits
+            _TUNED[key] = config
+    stages = config.get("num_stages", 2)
+    while True:
+        # A tiling tuned on one call may not fit in shared memory on the next, which Triton
+        # compiles as another variant (it specializes on stride alignment): on the H200 a
+        # 2 x 2 mask after tuned masked calls needed 256 KiB of 227 at 128 x 128 x 3 stages
+        # (found by the suite on 2026-11-29, after it began drawing sliced and expanded
+        # masks).  Fewer stages hold less and compute the same result.
+        try:
+            launch(dict(config, num_stages=stages))
+            break
+        except OutOfResources:
+            if stages <= 1:
+                raise
+            stages -= 1
     return (out, lse) if return_lse else out
 
 
