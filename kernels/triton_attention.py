@@ -29,7 +29,8 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 
 from kernels.triton_support import LN2, check_device, check_dtype, interpreting, safe_max
 
-__all__ = ["attention", "attention_fp32_ieee", "attention_fp32_tf32", "AUTOTUNE_CONFIGS", "MAX_HEAD_DIM"]
+__all__ = ["attention", "attention_fp32_ieee", "attention_fp32_tf32", "AUTOTUNE_CONFIGS", "MAX_HEAD_DIM",
+           "pick_tiling"]
 
 
 @triton.jit
@@ -349,7 +350,8 @@ def attention(
         allow_tf32: float32 inputs only: True multiplies in TF32 on tensor cores, False
             (default, also for None) in full IEEE float32.  Ignored for 16-bit inputs.
         config: fixed tiling ``{"BLOCK_M", "BLOCK_N", "num_warps", "num_stages"}`` instead of
-            autotuning (the interpreter always uses a fixed tiling, 16 x 16 by default).
+            the tuned one (:func:`pick_tiling` over ``AUTOTUNE_CONFIGS``, once per shape class);
+            the interpreter always uses a fixed tiling, 16 x 16 by default.
         use_tma: True loads Q, K, V and stores O through TMA tensor descriptors (Hopper or
             later; unit last stride, 16-byte aligned pointers and strides); False or None
             (default, see ``DEFAULT_USE_TMA``) uses pointer loads.  True on the interpreter
@@ -408,7 +410,7 @@ def attention(
     elif use_tma and not _tma_addressable(q, k, v, out):
         raise ValueError("use_tma=True needs unit last strides and 16-byte aligned pointers and strides")
     if use_tma:
-        # Box shapes are placeholders until the tiling is known (set below or by the autotuner).
+        # Box shapes are placeholders until the tiling is known (launch() sets them).
         q_arg, k_arg, v_arg, o_arg = (_descriptor(t, 16, block_d) for t in (q, k, v, out))
     else:
         q_arg, k_arg, v_arg, o_arg = q, k, v, out
