@@ -107,6 +107,23 @@ LONG_KEY_QK_SPREAD = (2.0, 4.0)
 #: sequences.  Tiling bugs past a few key blocks, and per-program state that leaks across
 #: (batch, head) pairs of a persistent grid, show only there.
 PROBE_ODDS = 10
+#: The absorption probe (one example in ``PROBE_ODDS`` more, with at least this many keys
+#: where the size profile allows them):
+#: Q = 1 and K = 0 but for the first or the last key of each of ``ABSORPTION_KV_HEADS``
+#: heads (a kernel may walk its key blocks either way), which outscores every other key by
+#: the same margin, so
+#: each other key weighs ``w = u * f / B`` of it (u the input format's unit roundoff, f in
+#: ``ABSORPTION_FRACTIONS``, B a power of two in ``ABSORPTION_BLOCKS``).  A block of B keys
+#: then adds just under half an ulp (of the input format) to the running sum: a kernel that
+#: keeps the running sum or the accumulator in the input format between key blocks drops
+#: every such block, and the dropped weight grows with the number of blocks.  The sum
+#: computed in float32 sees it all.  The probe has no mask, causal flag or special value
+#: (each would hide the spike from some queries) and a centred V.
+ABSORPTION_MIN_KEYS = 17
+ABSORPTION_KV_HEADS = 4
+ABSORPTION_BLOCKS = (8, 16, 32, 64, 128, 256)
+ABSORPTION_FRACTIONS = (0.7, 0.9)
+ABSORPTION_MIN_V_SPREAD = 2.0**-4
 MID_KEYS_MAX = 4097
 MID_KEYS_MAX_QUERIES = 16
 MID_KEYS_MAX_HEAD_DIM = 64
@@ -498,6 +515,7 @@ class _AttentionConfig:
     index_lengths: tuple[int, ...] = ()  # rare key lengths past max_seq (lengths.INDEX_WIDTH_LENGTHS)
     mid_keys_max: int = 0  # rare key lengths in (max_seq, mid_keys_max]; 0: none
     many_heads: bool = False  # rare cases with many (batch, head) pairs
+    absorption: bool = False  # rare absorption probes (see ABSORPTION_MIN_KEYS)
 
     def __repr__(self) -> str:
         return self.call
@@ -580,7 +598,9 @@ def attention_cases(
       queries, one batch, two K/V heads and D <= ``MID_KEYS_MAX_HEAD_DIM`` but everything
       else as usual; about one more has many (batch, head) pairs (up to
       ``MANY_HEADS_MAX_BATCH`` x ``MANY_HEADS_MAX_KV_HEADS`` x ``MANY_HEADS_MAX_GROUP``) of
-      sequences up to ``MANY_HEADS_MAX_SEQ``.  False never draws them.
+      sequences up to ``MANY_HEADS_MAX_SEQ``; about one more is an absorption probe (one key
+      outscores the rest, whose blocks each add just under half an ulp of the input format
+      to the running sum: see ``ABSORPTION_MIN_KEYS``).  False never draws them.
     """
     caps = check_caps(caps)
     formats = resolve_dtypes(dtypes, caps)
@@ -623,6 +643,7 @@ def attention_cases(
         index_lengths=index_width_lengths(lo, caps.max_length, hi) if index_widths else (),
         mid_keys_max=min(MID_KEYS_MAX, caps.max_length or MID_KEYS_MAX) if probes else 0,
         many_heads=probes,
+        absorption=probes,
     )
     return _attention_cases(config)
 
@@ -700,6 +721,17 @@ def _long_key_recipes(q: ValueRecipe, k: ValueRecipe, v: ValueRecipe, fmt: Float
     return peaked(q, 0.0), peaked(k, k.offset), v
 
 
+def _absorption_recipes(fmt: FloatFormat, head_dim: int, block: int,
+                        fraction: float) -> tuple[ValueRecipe, ValueRecipe]:
+    """Q and K of the absorption probe (see ``ABSORPTION_MIN_KEYS``), default scale: Q = 1,
+    K = 0 but for the first or the last key of each (batch, head), whose entries are ``g`` so
+    that its score exceeds every other by ``ln(B / (u f))`` (to within the rounding of ``g``
+    to the format)."""
+    margin = math.log(block / (fmt.unit_roundoff * fraction))
+    gap = margin / math.sqrt(head_dim)  # scores: (1 / sqrt(D)) * D * g
+    return ValueRecipe("constant", offset=1.0), ValueRecipe("key-spike", scale=0.0, gap=gap, count=2)
+
+
 @st.composite
 def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
     fmt = draw(st.sampled_from(c.formats))
@@ -710,6 +742,12 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
     seq_q = draw(st.one_of(st.just(seq_k), lengths(c.min_seq, c.max_seq)))
     head_dim = _draw_head_dim(draw, c.head_dims)
     probe = draw(st.integers(0, PROBE_ODDS - 1))  # shrinks to 0: no probe
+    absorb = probe == PROBE_ODDS - 3 and c.absorption and c.max_seq >= ABSORPTION_MIN_KEYS
+    if absorb:
+        # The longer the rows, the more blocks are dropped: the upper half of the profile.
+        seq_k = draw(lengths(max(ABSORPTION_MIN_KEYS, c.max_seq // 2), c.max_seq))
+        heads_kv = max(heads_kv, min(ABSORPTION_KV_HEADS, c.max_heads))  # both spike ends, likely
+        group = 1
     if probe == PROBE_ODDS - 1 and c.mid_keys_max > c.max_seq:
         # Many key blocks (a few thousand keys), the rest of the case kept small.
         seq_k = draw(lengths(c.max_seq + 1, c.mid_keys_max))
@@ -765,6 +803,17 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
     specials = tuple(draw(st.lists(special_specs(kinds, shapes), max_size=MAX_SPECIALS)))
     layouts = tuple(draw(st.sampled_from(_layouts_for(c, shape, fmt))) for _, shape in shapes)
     seed = draw(st.integers(0, _rng.SEED_MAX))
+    if absorb:
+        # B <= Nk / 4: the dropped weight, about (Nk / B) f u of the spike's, is then
+        # several roundings, whatever the kernel's block width (up to B) is.
+        block = draw(st.sampled_from([b for b in ABSORPTION_BLOCKS if 4 * b <= seq_k] or [ABSORPTION_BLOCKS[0]]))
+        fraction = draw(st.sampled_from(ABSORPTION_FRACTIONS))
+        # Every key visible and no special values, so the spike reaches every query; V
+        # centred, so the dropped keys' values differ from the spike's.
+        scale, causal, mask, mask_shape, mask_layout, specials = None, False, None, "qk", "contiguous", ()
+        q, k = _absorption_recipes(fmt, head_dim, block, fraction)
+        v = ValueRecipe(v.kind if v.kind in ("normal", "uniform") else "normal",
+                        scale=min(max(v.scale, ABSORPTION_MIN_V_SPREAD), v_limit(fmt, seq_k) / 8.0))
     if wide:
         seq_k = index_width_length(c.index_lengths, seed)
         batch, heads_kv, heads_q = 1, LONG_KEY_KV_HEADS, LONG_KEY_KV_HEADS * min(group, 2)

@@ -43,6 +43,13 @@ drift
     block (an online softmax rescales at every block, and a maximum taken over a prefix
     misses the peak by up to ``gap``), or stays in the first block (every later block's
     exponentials shrink).
+key-spike
+    (K of attention only) ``offset + scale * N(0,1)``, and one key of every (batch, head),
+    the first (``count`` 0), the last (``count`` 1) or either (``count`` 2: drawn for each
+    (batch, head)), adds ``gap`` to each of its entries: with a constant Q, that key
+    outscores all the others by the same margin (see the absorption probe in
+    ``strategies.attention``).  Either end, because a kernel may walk the key blocks in
+    either order.
 """
 
 from __future__ import annotations
@@ -58,10 +65,10 @@ from hypothesis.strategies import SearchStrategy
 
 from strategies._text import num
 from strategies._validation import check_argument, spec_error
-from strategies.features import SOFTMAX_VALUE_KINDS, V_VALUE_KINDS
+from strategies.features import PROBE_K_VALUE_KINDS, SOFTMAX_VALUE_KINDS, V_VALUE_KINDS
 from verify.dtypes import FloatFormat, get_format
 
-ALL_VALUE_KINDS = tuple(dict.fromkeys(SOFTMAX_VALUE_KINDS + V_VALUE_KINDS))
+ALL_VALUE_KINDS = tuple(dict.fromkeys(SOFTMAX_VALUE_KINDS + V_VALUE_KINDS + PROBE_K_VALUE_KINDS))
 
 #: Entries of a very-negative row stay below this (-1e4 with room for rounding).
 VERY_NEGATIVE_CEILING = -1.25e4
@@ -119,6 +126,9 @@ class ValueRecipe:
             return f"outliers(scale={num(self.scale)}{off}, std={num(self.gap)}, rate={num(self.rate)})"
         if k == "drift":
             return f"drift(scale={num(self.scale)}{off}, rise={num(self.gap)})"
+        if k == "key-spike":
+            at = ("first", "last", "either")[min(self.count, 2)]
+            return f"key-spike(scale={num(self.scale)}{off}, gap={num(self.gap)}, at={at})"
         if k in ("cancellation", "near-max", "very-negative", "subnormal-output"):
             return f"{k}(offset={num(self.offset)}, spread={num(self.scale)})"
         return f"{k}(scale={num(self.scale)}{off})"
@@ -140,6 +150,8 @@ class ValueRecipe:
             return self.scale / math.sqrt(3.0)
         if self.kind == "outliers":
             return self.scale * math.sqrt(1.0 + self.rate * self.gap**2)
+        if self.kind == "key-spike":
+            return math.hypot(self.scale, self.gap)
         return self.scale
 
     # ---- building ---------------------------------------------------------------------
@@ -198,6 +210,14 @@ class ValueRecipe:
             rows = x.reshape(-1, n)
             for row in rows:
                 row[rng.integers(0, n)] = row.max() + self.gap
+            return x
+        if k == "key-spike":
+            if len(shape) < 2:
+                raise AssertionError("key-spike draws a K tensor: shape (..., keys, head_dim)")
+            x = self.offset + self.scale * rng.standard_normal(shape)
+            last = self.count == 1 or (self.count == 2 and rng.integers(0, 2) == 1)
+            x.reshape(-1, shape[-2], n)[:, shape[-2] - 1 if last else 0, :] += self.gap
+            return x
             return x
         if k == "drift":
             # Division and multiplication only: bit-exact on every CPU (see strategies._rng).

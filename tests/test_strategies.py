@@ -657,6 +657,47 @@ def test_long_key_probes_make_a_misread_key_visible() -> None:
     assert min(seen) > 100, sorted(seen)[:5]
 
 
+def test_absorption_probes_lose_many_roundings_to_a_low_precision_running_sum() -> None:
+    """The absorption probe exists to show a kernel whose running sum (or accumulator) is
+    kept in the input format between key blocks.  In each (batch, head) one key, the first
+    or the last, outscores all others by one margin, and the others are weighted so that a
+    block of B of them adds just under half an ulp.  Walking the keys from the spike in
+    blocks of B and rounding the running sum to the input format after each block must lose
+    more than 2.25 units of u (the policy's fp16 attention tolerance) of the exact sum:
+    every block after the spike is dropped."""
+    seen = []
+
+    @settings(max_examples=1500, database=None, phases=[Phase.generate], derandomize=True,
+              suppress_health_check=list(HealthCheck))
+    @given(attention_cases(dtypes=("float16", "bfloat16"), max_seq=64, index_widths=False))
+    def probe(case: AttentionCase) -> None:
+        s = case.spec
+        if s.k.kind != "key-spike":
+            return
+        assert s.q.kind == "constant" and s.scale is None and s.mask is None and not s.causal and not s.specials
+        assert s.seq_k >= 17 and s.batch * s.heads_kv >= 2 and "k:key-spike" in case.features
+        x = case.build()
+        u = get_format(s.dtype).unit_roundoff
+        scores = x.scale * x.q.double()[:, :, :1] @ x.k.double().transpose(-1, -2)  # (B, H, 1, Nk)
+        top = scores.argmax(-1)
+        assert set(top.flatten().tolist()) <= {0, s.seq_k - 1}
+        weights = torch.softmax(scores, -1)[..., 0, :]
+        for row, spike in zip(weights.reshape(-1, s.seq_k), top.flatten().tolist()):
+            walk = row if spike == 0 else row.flip(0)
+            tail = walk[1:] / walk[0]
+            assert torch.allclose(tail, tail[0].expand_as(tail), rtol=1e-2)  # one margin for all
+            block = [b for b in (8, 16, 32, 64, 128, 256) if b * float(tail[0]) <= u][-1]
+            running = torch.tensor(1.0, dtype=x.q.dtype)
+            for start in range(1, s.seq_k, block):
+                running = (running.double() + tail[start:start + block].sum()).to(x.q.dtype)
+            lost = (1.0 + float(tail.sum()) - float(running)) / u
+            seen.append(lost)
+
+    probe()
+    assert len(seen) >= 20, len(seen)
+    assert np.median(seen) > 2.25, sorted(seen)
+
+
 def test_attention_probes_reach_many_keys_and_many_heads_within_the_caps() -> None:
     """Past the size profile: a few thousand keys (many key blocks) with every other feature
     still drawn, and many (batch, head) pairs; never past ``caps.max_length``."""
