@@ -31,26 +31,23 @@ SUB_ULP = 2.0**-149  # the spacing of float32 subnormals
 
 
 @triton.jit
-def _exp_diff_kernel(X, M, Y, n, BLOCK: tl.constexpr):
+def _elementwise_kernel(A, B, Y, n, OP: tl.constexpr, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    x = tl.load(X + offs, mask=offs < n)
-    m = tl.load(M + offs, mask=offs < n)
-    tl.store(Y + offs, exp_diff(x, m), mask=offs < n)
+    a = tl.load(A + offs, mask=offs < n)
+    b = tl.load(B + offs, mask=offs < n)
+    if OP == "exp_diff":
+        y = exp_diff(a, b)
+    else:
+        y = divide_rn(a, b)
+    tl.store(Y + offs, y, mask=offs < n)
 
 
-@triton.jit
-def _divide_kernel(P, L, Y, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    p = tl.load(P + offs, mask=offs < n)
-    l = tl.load(L + offs, mask=offs < n)
-    tl.store(Y + offs, divide_rn(p, l), mask=offs < n)
-
-
-def _run(kernel, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+def _run(op: str, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``op`` ("exp_diff" or "divide_rn") of a and b, elementwise, on the kernels' device."""
     a, b = a.to(DEVICE), b.to(DEVICE)
     y = torch.empty_like(a)
     block = 1024
-    kernel[(triton.cdiv(a.numel(), block),)](a, b, y, a.numel(), BLOCK=block)
+    _elementwise_kernel[(triton.cdiv(a.numel(), block),)](a, b, y, a.numel(), OP=op, BLOCK=block)
     return y.cpu()
 
 
@@ -71,7 +68,7 @@ def test_exp_diff_is_within_one_ulp():
     d[: n // 16] = -87.0 - torch.rand(n // 16, generator=g, dtype=torch.float64) * 17  # subnormal results
     x = (m.double() + d).float()
     x = torch.minimum(x, m)
-    y = _run(_exp_diff_kernel, x, m)
+    y = _run("exp_diff", x, m)
     exact = torch.exp(x.double() - m.double())
     normal = exact >= TINY
     ulps = (y.double() - exact).abs()[normal] / _ulp(exact[normal])
@@ -86,7 +83,7 @@ def test_exp_diff_special_values():
     inf, nan = float("inf"), float("nan")
     x = torch.tensor([3.0, -inf, nan, inf, -inf, 1e30, -1e30, 5.0, 0.0])
     m = torch.tensor([3.0, 2.0, 2.0, inf, 0.0, 1e30, 1e30, 5.0 + 2**-20, -0.0])
-    y = _run(_exp_diff_kernel, x, m)
+    y = _run("exp_diff", x, m)
     assert y[0] == 1.0 and y[8] == 1.0  # x == m
     assert y[1] == 0.0 and y[4] == 0.0 and y[6] == 0.0  # -inf, and far below: exactly 0
     assert y[2].isnan() and y[3].isnan()  # NaN input; inf - inf
@@ -100,7 +97,7 @@ def test_divide_rn_rounds_normal_quotients_to_nearest():
     p = torch.rand(n, generator=g)
     p[: n // 8] *= 1e-38  # subnormal quotients too
     l = 1.0 + torch.rand(n, generator=g) * 1e4
-    y = _run(_divide_kernel, p, l)
+    y = _run("divide_rn", p, l)
     expected = (p.double() / l.double()).float()  # one rounding of the exact quotient
     normal = expected >= TINY
     assert torch.equal(y[normal], expected[normal])
