@@ -259,7 +259,6 @@ def _time_on_gpu(fn: Callable[[], None]) -> float:
     return triton.testing.do_bench(fn, warmup=10, rep=40, return_mode="median")
 
 
-
 #: Under the interpreter, key sequences longer than this are tiled 128 keys wide, not 16 (and
 #: 4096 wide past eight times this): many key blocks still, but not thousands.
 INTERPRETER_LONG_KEYS = 1024
@@ -438,14 +437,12 @@ def attention(
                    else 128 if Nk <= 8 * INTERPRETER_LONG_KEYS else 4096)
         config = {"BLOCK_M": 16 if Nq <= INTERPRETER_SMALL_TILES else 32, "BLOCK_N": block_n,
                   "num_warps": 1, "num_stages": 1}
-    grid_rows = B * Hq
-
     def launch(tiling: dict) -> None:
         if use_tma:
             for desc, rows in ((q_arg, tiling["BLOCK_M"]), (o_arg, tiling["BLOCK_M"]),
                                (k_arg, tiling["BLOCK_N"]), (v_arg, tiling["BLOCK_N"])):
                 desc.block_shape = [1, 1, rows, block_d]
-        _attn_fwd_kernel[(triton.cdiv(Nq, tiling["BLOCK_M"]) * grid_rows,)](
+        _attn_fwd_kernel[(triton.cdiv(Nq, tiling["BLOCK_M"]) * B * Hq,)](
             *args, **meta, BLOCK_M=tiling["BLOCK_M"], BLOCK_N=tiling["BLOCK_N"],
             num_warps=tiling.get("num_warps", 4), num_stages=tiling.get("num_stages", 2))
 

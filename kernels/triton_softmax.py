@@ -146,6 +146,15 @@ def _lse(shift, l):
 
 
 @triton.jit
+def _times_f64(p, factor):
+    """float32 ``p`` times a float64 ``factor``, rounded once (up to rare near-ties): the factor
+    split into a float32 pair, ``fma(p, hi, p * lo)``."""
+    hi = factor.to(tl.float32)
+    lo = (factor - hi.to(tl.float64)).to(tl.float32)
+    return tl.fma(p, hi, p * lo)
+
+
+@triton.jit
 def _softmax_rows_kernel(
     X, Y, LSE, n_rows, n_cols, stride_xr, stride_yr,
     BLOCK_R: tl.constexpr, BLOCK_N: tl.constexpr,
@@ -313,9 +322,7 @@ def _span_rescale(p_row, m_row, lo, hi, shift, l, BLOCK_N: tl.constexpr, DROP: t
         p_next = tl.load(p_row + BLOCK_N + cols, mask=BLOCK_N + cols < hi, other=0.0, eviction_policy=DROP)
         m_b = tl.load(m_row + b)
         factor = tl.exp(m_b.to(tl.float64) - shift.to(tl.float64)) * inv_l
-        f_hi = factor.to(tl.float32)
-        f_lo = (factor - f_hi.to(tl.float64)).to(tl.float32)
-        tl.store(p_row + cols, tl.fma(p, f_hi, p * f_lo), mask=cols < hi, eviction_policy=DROP)
+        tl.store(p_row + cols, _times_f64(p, factor), mask=cols < hi, eviction_policy=DROP)
         b += 1
         p = p_next
 
@@ -345,8 +352,7 @@ def _softmax_online_kernel(
             _span_rescale(y_row, m_row, 0, n_cols, shift, l64, BLOCK_N, DROP)
             tl.debug_barrier()
             if WRITE_LSE:
-                lse = shift.to(tl.float64) + tl.log(l64)
-                tl.store(LSE + row64, tl.where(l64 == 0.0, float("-inf"), lse.to(tl.float32)))
+                tl.store(LSE + row64, _lse(shift.to(tl.float64), l64).to(tl.float32))
         else:
             if LANES:
                 m, l = _span_stats_lanes(x_row, 0, n_cols, BLOCK_N, KEEP)
@@ -584,17 +590,14 @@ def _softmax_cooperative_kernel(
             # exp(m_c - shift) / l: 0 for an all -inf chunk or row (l = 0 read as 1), NaN
             # when l is; exactly 1 / l for the chunk holding the maximum.
             scale = tl.exp(m_c.to(tl.float64) - shift.to(tl.float64)) / tl.where(l == 0.0, 1.0, l)
-            hi = scale.to(tl.float32)
             if PRECISE:
-                lo = (scale - hi.to(tl.float64)).to(tl.float32)
-                y = tl.fma(p, hi, p * lo)
+                y = _times_f64(p, scale)
             else:
-                y = p * hi
+                y = p * scale.to(tl.float32)
             tl.store(Y + row64 * stride_yr + cols, y.to(Y.dtype.element_ty), mask=in_row)
         if WRITE_LSE:
             if c == 0:
-                lse = shift.to(tl.float64) + tl.log(l)
-                tl.store(LSE + row64, tl.where(l == 0.0, float("-inf"), lse.to(tl.float32)))
+                tl.store(LSE + row64, _lse(shift.to(tl.float64), l).to(tl.float32))
         x = x_next
 
 

@@ -108,12 +108,11 @@ LONG_KEY_QK_SPREAD = (2.0, 4.0)
 #: (batch, head) pairs of a persistent grid, show only there.
 PROBE_ODDS = 10
 #: The absorption probe (one example in ``PROBE_ODDS`` more, with at least this many keys
-#: where the size profile allows them):
-#: Q = 1 and K = 0 but for the first or the last key of each of ``ABSORPTION_KV_HEADS``
-#: heads (a kernel may walk its key blocks either way), which outscores every other key by
-#: the same margin, so
-#: each other key weighs ``w = u * f / B`` of it (u the input format's unit roundoff, f in
-#: ``ABSORPTION_FRACTIONS``, B a power of two in ``ABSORPTION_BLOCKS``).  A block of B keys
+#: where the size profile allows them): Q = 1 and K = 0 but for the first or the last key of
+#: each of ``ABSORPTION_KV_HEADS`` heads (a kernel may walk its key blocks either way), which
+#: outscores every other key by the same margin, so each other key weighs ``w = u * f / B``
+#: of it (u the input format's unit roundoff, f in ``ABSORPTION_FRACTIONS``, B a power of
+#: two in ``ABSORPTION_BLOCKS``).  A block of B keys
 #: then adds just under half an ulp (of the input format) to the running sum: a kernel that
 #: keeps the running sum or the accumulator in the input format between key blocks drops
 #: every such block, and the dropped weight grows with the number of blocks.  The sum

@@ -218,7 +218,6 @@ class ValueRecipe:
             last = self.count == 1 or (self.count == 2 and rng.integers(0, 2) == 1)
             x.reshape(-1, shape[-2], n)[:, shape[-2] - 1 if last else 0, :] += self.gap
             return x
-            return x
         if k == "drift":
             # Division and multiplication only: bit-exact on every CPU (see strategies._rng).
             trend = self.gap * (np.arange(n, dtype=np.float64) / max(n - 1, 1))
