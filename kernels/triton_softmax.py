@@ -19,9 +19,11 @@ Four schedules compute the same function:
 * **cooperative split rows** -- a persistent grid in which groups of programs share
   a row, each holding its chunk in registers; the programs of a group exchange their
   chunks' ``(m, l)`` through global memory, so every element is read once and written
-  once (see ``_softmax_cooperative_kernel``).  On the H200 the exchange cost more than
-  the second read it saves, so by default it runs only with one chunk per row, for
-  float32 rows of 8193..16384 (see ``COOP_CHUNK``).
+  once (see ``_softmax_cooperative_kernel``).  By default it runs only on the precise
+  float32 path: one chunk per row for rows of 8193..16384 (``COOP_CHUNK``), and chunks
+  held by three programs a SM for rows of 16385..262144 (``COOP_LONG_CHUNK``), where the
+  accurate exponentials, not the memory, set the pace.  Elsewhere the exchange cost more
+  than the second read it saves on the H200.
 
 :func:`schedule_for` says which schedule a call takes.
 
@@ -70,6 +72,20 @@ ONLINE_BLOCK = 8192
 #: N=1M: 41% vs 50% split, bf16 30% vs 52%).
 COOP_CHUNK = {torch.float32: 16384, torch.float16: 8192, torch.bfloat16: 8192}
 COOP_WARPS = 32
+#: Precise float32 rows of 16385..COOP_LONG_MAX take the cooperative schedule with several
+#: chunks a row: chunks of COOP_LONG_CHUNK at COOP_LONG_WARPS warps, up to
+#: COOP_LONG_PROGRAMS_PER_SM programs a SM (fewer where the compiled kernel's registers do not
+#: let that many be resident).  Measured on the H200 (2026-11-30, ``bench/softmax.py --sweep
+#: --variants coop_pps``, two rounds each): 68-69% of copy bandwidth at N = 32768..131072 and
+#: 62.5% at 262144, against 50-58% for the online schedule (it is bound by the accurate
+#: exponentials, which more programs a SM overlap with the memory traffic); 2 or 4 programs a
+#: SM, narrower or wider chunks and more warps were all slower (22-61%).  At N = 16384 the
+#: one-chunk schedule above stays faster (79% against 70%); at 1M (one group) the split one.
+#: 16-bit rows keep the online schedule (75% against at best 63%).
+COOP_LONG_CHUNK = 4096
+COOP_LONG_WARPS = 4
+COOP_LONG_PROGRAMS_PER_SM = 3
+COOP_LONG_MAX = 262144
 #: How many times a program of the cooperative schedule polls for its partners' statistics
 #: before it computes them itself from the input (a poll is an L2 round trip, ~1 us: tens of
 #: ms in all, against a few us for a partner to publish; see _softmax_cooperative_kernel).
@@ -83,8 +99,10 @@ SCHEDULES = ("rows", "online", "split", "cooperative")
 #: ``cooperative``: None lets schedule_for decide, False never takes the cooperative
 #: schedule, True takes it for every row it can hold (tests use this to run it on short
 #: rows and under the interpreter).  ``coop_chunk`` / ``coop_warps``: its chunk width and
-#: warps; ``coop_groups``: this many groups (rows in flight; at most one program a SM when rows
-#: have several chunks).  ``rows_block_r``:
+#: warps; ``coop_programs_per_sm``: programs a SM may hold when rows have several chunks (None:
+#: 1; more keep more rows in flight, but every partner must be resident at once, so more than
+#: a SM's registers hold makes programs wait out COOP_SPIN_LIMIT); ``coop_groups``: this many
+#: groups (rows in flight).  ``rows_block_r``:
 #: rows per program of the single-pass kernel.  ``l2_hints``: L2 eviction hints on the online
 #: and split schedules (None: on except for the precise float32 path that recomputes its
 #: exponentials).  ``lane_stats``: per-lane running statistics in their first sweep (never on the
@@ -94,6 +112,7 @@ SCHEDULES = ("rows", "online", "split", "cooperative")
 TUNING: dict = {"rows_warps": None, "stream_warps": None, "stream_block": None,
                 "online_programs_per_sm": None, "rows_block_r": None,
                 "cooperative": None, "coop_chunk": None, "coop_warps": None, "coop_groups": None,
+                "coop_programs_per_sm": None,
                 "l2_hints": None, "lane_stats": None, "keep_p": None}
 
 
@@ -534,10 +553,11 @@ def _softmax_cooperative_kernel(
     ordering is needed.  With ``COOP`` false (one chunk per row) there is no exchange: a
     persistent single-pass kernel with prefetch.
 
-    Residency.  The host launches at most one program per SM (``n_groups * n_chunks <=
-    num_sms``), each small enough for one SM (16 or 32 warps, <= 128 registers a thread, 1 KB of
-    shared memory), so on an otherwise idle GPU every program is resident and partners
-    publish within microseconds of each other.  If that fails (another kernel holding SMs,
+    Residency.  The host launches no more programs than the SMs hold at once: one per SM, or
+    up to ``COOP_LONG_PROGRAMS_PER_SM`` for long precise rows, capped by what the compiled
+    kernel's registers, threads and shared memory allow (``_resident_per_sm``), so on an
+    otherwise idle GPU every program is resident and partners publish within microseconds
+    of each other.  If that fails (another kernel holding SMs,
     MPS or green-context SM limits, the interpreter running programs one after another),
     the polling gives up after ``spin_limit`` rounds and the program computes the missing
     chunks' statistics itself from ``X`` with the same code: the kernel cannot deadlock, it
@@ -625,31 +645,41 @@ class _Plan(NamedTuple):
 
 def _wants_cooperative(n_cols: int, dtype: torch.dtype, precise: bool) -> bool:
     """Rows for which the cooperative schedule is the default on a GPU: float32 rows of
-    8193..16384 on the precise path.  The single-pass kernel needs ~118 registers a thread
-    at 16 warps for them, one program per SM, and nothing overlaps its load, its accurate
-    exponentials and its store; the cooperative kernel with one chunk per row prefetches
-    the next row.  Longer rows keep the online and split schedules (see COOP_CHUNK).
+    8193..COOP_LONG_MAX on the precise path.  For rows of 8193..16384 the single-pass kernel
+    needs ~118 registers a thread at 16 warps, one program per SM, and nothing overlaps its
+    load, its accurate exponentials and its store; the cooperative kernel with one chunk per
+    row prefetches the next row.  Longer rows are split into chunks held by several programs
+    a SM (see COOP_LONG_CHUNK).  16-bit and fast float32 rows, and longer rows, keep the
+    online and split schedules (see COOP_CHUNK).
     """
-    return dtype == torch.float32 and precise and triton.next_power_of_2(n_cols) == MAX_SINGLE_BLOCK
+    return (dtype == torch.float32 and precise and n_cols > MAX_SINGLE_BLOCK // 2
+            and n_cols <= COOP_LONG_MAX)
 
 
-def _cooperative_plan(n_rows: int, n_cols: int, dtype: torch.dtype, sms: int) -> _Plan | None:
+def _cooperative_plan(n_rows: int, n_cols: int, dtype: torch.dtype, sms: int, precise: bool) -> _Plan | None:
     """Launch parameters of the cooperative schedule, or None where a row needs more programs
-    than the grid may hold (one per SM: rows beyond ~1M float32 / 2M 16-bit elements)."""
-    chunk = TUNING["coop_chunk"] or COOP_CHUNK[dtype]
+    than the grid may hold (by default one per SM: rows beyond ~1M float32 / 2M 16-bit
+    elements).  ``groups`` assumes ``programs_per_sm`` programs fit on a SM; the launch
+    lowers it to what the compiled kernel's registers allow (_resident_programs)."""
+    long_rows = dtype == torch.float32 and precise and n_cols > MAX_SINGLE_BLOCK
+    chunk = TUNING["coop_chunk"] or (COOP_LONG_CHUNK if long_rows else COOP_CHUNK[dtype])
     if chunk < 1 or chunk & (chunk - 1):
         raise ValueError(f"TUNING['coop_chunk'] must be a power of two, got {chunk}")
     chunk = min(chunk, triton.next_power_of_2(n_cols))
     num_chunks = triton.cdiv(n_cols, chunk)
-    if num_chunks > sms:
+    per_sm = int(_tuned("coop_programs_per_sm", COOP_LONG_PROGRAMS_PER_SM if long_rows else 1))
+    slots = sms * per_sm
+    if num_chunks > slots:
         return None
-    groups = min(sms // num_chunks, n_rows)
+    if long_rows and n_rows * num_chunks < slots and not TUNING["cooperative"]:
+        return None  # too few rows to fill the resident programs: split rows spread wider
+    groups = min(slots // num_chunks, n_rows)
     if TUNING["coop_groups"]:
         # Partners must be resident together; one chunk per row has no partners, so any
         # number of groups may run (a persistent single pass).
-        cap = sms // num_chunks if num_chunks > 1 else n_rows
+        cap = slots // num_chunks if num_chunks > 1 else n_rows
         groups = min(cap, int(TUNING["coop_groups"]))
-    num_warps = TUNING["coop_warps"] or max(1, min(COOP_WARPS, chunk // 512))
+    num_warps = TUNING["coop_warps"] or (COOP_LONG_WARPS if long_rows else max(1, min(COOP_WARPS, chunk // 512)))
     return _Plan("cooperative", block=chunk, num_warps=num_warps, num_chunks=num_chunks, groups=max(1, groups))
 
 
@@ -667,7 +697,7 @@ def _plan(n_rows: int, n_cols: int, dtype: torch.dtype, sms: int, interpreted: b
     coop = TUNING["cooperative"]
     if block_size is None and num_chunks is None and coop is not False:
         if coop or (not interpreted and _wants_cooperative(n_cols, dtype, precise)):
-            plan = _cooperative_plan(n_rows, n_cols, dtype, sms)
+            plan = _cooperative_plan(n_rows, n_cols, dtype, sms, precise)
             if plan is not None:
                 return plan
 
@@ -731,7 +761,7 @@ def schedule_for(n_rows: int, n_cols: int, dtype: torch.dtype, device: torch.dev
 
     ``"rows"`` single pass, ``"online"`` one program per row, ``"split"`` split rows in two
     kernels, ``"cooperative"`` cooperative split rows (on a GPU by default only for float32
-    rows of 8193..16384 on the precise path, see ``COOP_CHUNK``; never under the
+    rows of 8193..262144 on the precise path, see ``COOP_CHUNK``; never under the
     interpreter unless ``TUNING["cooperative"]`` is True).  The arguments
     are those of :func:`softmax`; ``sms`` and ``interpreted`` replace what ``device`` and the
     environment would say (so the GPU decision can be checked anywhere).  Reads ``TUNING``.
@@ -802,12 +832,48 @@ def _launch(x2: torch.Tensor, y2: torch.Tensor | None, lse: torch.Tensor | None,
         # no reset can race with a late reader (and CUDA graphs replay the fill too).
         slots = torch.full((n_rows * plan.num_chunks if coop else 1,), _COOP_EMPTY,
                            device=x2.device, dtype=torch.int64)
-        _softmax_cooperative_kernel[(plan.groups * plan.num_chunks,)](
-            x2, y_arg, lse_arg, slots, n_rows, n_cols, x2.stride(0), stride_y, plan.num_chunks,
-            _INTERPRETER_SPINS if interpreted else COOP_SPIN_LIMIT,
-            CHUNK=plan.block, BLOCK_S=max(32 * plan.num_warps, triton.next_power_of_2(plan.num_chunks)), COOP=coop,
-            **flags,
-        )
+        args = (x2, y_arg, lse_arg, slots, n_rows, n_cols, x2.stride(0), stride_y, plan.num_chunks,
+                _INTERPRETER_SPINS if interpreted else COOP_SPIN_LIMIT)
+        consts = dict(CHUNK=plan.block, BLOCK_S=max(32 * plan.num_warps, triton.next_power_of_2(plan.num_chunks)),
+                      COOP=coop, **flags)
+        groups = plan.groups
+        if coop and not interpreted:
+            # Partners must be resident together: no more groups than the SMs hold at once.
+            fit = _resident_per_sm(x2.device, args, consts)
+            if fit:
+                groups = max(1, min(groups, fit * num_sms(x2.device) // plan.num_chunks))
+        _softmax_cooperative_kernel[(groups * plan.num_chunks,)](*args, **consts)
+
+
+_RESIDENT_PER_SM: dict = {}
+
+
+def _resident_per_sm(device: torch.device, args: tuple, consts: dict) -> int | None:
+    """How many programs of the cooperative kernel compiled for ``consts`` one SM holds at
+    once (by registers, threads and shared memory), or None where Triton does not say.
+
+    Cached per device and compilation; the first call compiles (``warmup``) and loads the
+    kernel to read its register count.
+    """
+    key = (device, tuple(sorted(consts.items())), args[0].dtype, args[1].dtype)
+    if key not in _RESIDENT_PER_SM:
+        fit = None
+        try:
+            kernel = _softmax_cooperative_kernel.warmup(*args, grid=(1,), **consts)
+            kernel._init_handles()  # loads the binary: sets n_regs
+            n_regs, shared, warps = kernel.n_regs, kernel.metadata.shared, kernel.metadata.num_warps
+        except (AttributeError, TypeError):
+            n_regs = None
+        if n_regs:
+            props = torch.cuda.get_device_properties(device)
+            # Registers are allocated per warp in units of 256 (8 a thread).
+            warp_regs = -(-n_regs * 32 // 256) * 256
+            by_regs = getattr(props, "regs_per_multiprocessor", 65536) // (warp_regs * warps)
+            by_threads = getattr(props, "max_threads_per_multi_processor", 2048) // (32 * warps)
+            by_shared = getattr(props, "shared_memory_per_multiprocessor", 233472) // (shared + 1024)
+            fit = max(1, min(by_regs, by_threads, by_shared, 32))
+        _RESIDENT_PER_SM[key] = fit
+    return _RESIDENT_PER_SM[key]
 
 
 def _as_rows(x: torch.Tensor) -> torch.Tensor:

@@ -631,6 +631,9 @@ def coop_grids(monkeypatch):
             grids.append(grid)
             return kernel[grid]
 
+        def warmup(self, *args, **kwargs):  # compiles without launching (_resident_per_sm)
+            return kernel.warmup(*args, **kwargs)
+
     monkeypatch.setattr(triton_softmax, "_softmax_cooperative_kernel", Spy())
     return grids
 
@@ -651,7 +654,11 @@ SCHEDULE_CASES = [
     (2048, 32768, BF16, {}, "online"),
     (1024, 65536, BF16, {}, "online"),
     (1024, 65536, F16, {}, "online"),
-    (1024, 65536, F32, {}, "online"),
+    # precise float32 rows of 16385..262144: chunks of 4096, several programs a SM
+    (2048, 32768, F32, {}, "cooperative"),
+    (1024, 65536, F32, {}, "cooperative"),
+    (256, 262144, F32, {}, "cooperative"),
+    (4, 262145, F32, {}, "split"),
     (64, 1 << 20, F32, {}, "split"),
     (64, 1 << 20, BF16, {}, "split"),
     (3, 100003, F32, {}, "split"),
@@ -684,8 +691,10 @@ def test_schedule_for_tuning_overrides(tuning):
     # ... but never past one program per SM, nor against an explicit block_size / num_chunks
     assert schedule_for(16, 1 << 22, F32, "cuda", sms=GPU_SMS, interpreted=False) == "split"
     assert schedule_for(4096, 16384, F32, "cuda", sms=GPU_SMS, interpreted=False, num_chunks=1) == "online"
-    tuning["coop_chunk"] = 4096  # 256 chunks of a 1M row: too many programs
+    tuning["coop_chunk"] = 2048  # 512 chunks of a 1M row: more programs than 3 a SM
     assert schedule_for(64, 1 << 20, F32, "cuda", sms=GPU_SMS, interpreted=False) == "split"
+    tuning["coop_programs_per_sm"] = 4
+    assert schedule_for(64, 1 << 20, F32, "cuda", sms=GPU_SMS, interpreted=False) == "cooperative"
     tuning["coop_chunk"] = 3000
     with pytest.raises(ValueError):
         schedule_for(64, 1 << 20, F32, "cuda", sms=GPU_SMS, interpreted=False)
@@ -823,9 +832,13 @@ def test_gpu_cooperative_sizes(n, dtype, tuning, coop_grids):
     default = schedule_for(x.shape[0], n, dtype, x.device)
     tuning["cooperative"] = True  # 16-bit rows of 16384 stay single-pass by default
     y, lse = softmax(x, return_lse=True)
-    assert len(coop_grids) == 1 and coop_grids[0][0] <= torch.cuda.get_device_properties(0).multi_processor_count
-    # by default only precise float32 rows of up to MAX_SINGLE_BLOCK take it (one chunk a row)
-    assert (default == "cooperative") == (dtype == torch.float32 and n <= MAX_SINGLE_BLOCK)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    long_precise = dtype == torch.float32 and n > MAX_SINGLE_BLOCK
+    per_sm = triton_softmax.COOP_LONG_PROGRAMS_PER_SM if long_precise else 1
+    assert len(coop_grids) == 1 and coop_grids[0][0] <= per_sm * sms
+    # by default only precise float32 rows of up to COOP_LONG_MAX take it, long ones where
+    # the rows fill the grid (1M: split rows)
+    assert (default == "cooperative") == (dtype == torch.float32 and n <= triton_softmax.COOP_LONG_MAX)
     assert_softmax_close(y, x)  # as accurate as the single pass: no float32 rescale factor
     _, rl = ref_softmax(x)
     ok = rl != NEG_INF
@@ -883,6 +896,22 @@ def test_gpu_cooperative_default_dispatch(tuning, coop_grids):
     tuning["cooperative"] = False
     softmax(x)
     assert len(coop_grids) == 1
+    tuning["cooperative"] = None
+    # precise float32 rows past MAX_SINGLE_BLOCK: chunks of COOP_LONG_CHUNK, several programs a
+    # SM, but no more than the compiled kernel lets a SM hold at once
+    long = randn(512, 65536, scale=3.0)
+    y = softmax(long)
+    chunks = 65536 // triton_softmax.COOP_LONG_CHUNK
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    consts = [dict(k[1]) for k in triton_softmax._RESIDENT_PER_SM]
+    fit = [v for c, v in zip(consts, triton_softmax._RESIDENT_PER_SM.values())
+           if c["CHUNK"] == triton_softmax.COOP_LONG_CHUNK and c["num_warps"] == triton_softmax.COOP_LONG_WARPS
+           and c["WRITE_Y"] and not c["WRITE_LSE"]]
+    assert len(fit) == 1 and isinstance(fit[0], int) and 1 <= fit[0] <= 32  # Triton reported the registers
+    (grid,) = coop_grids[1]
+    assert grid % chunks == 0 and grid <= min(fit[0], triton_softmax.COOP_LONG_PROGRAMS_PER_SM) * sms
+    assert grid > sms or fit[0] == 1
+    assert_softmax_close(y, long)
 
 
 @gpu
