@@ -49,6 +49,19 @@ def check_optional_bool(value: object, name: str) -> None:
         raise InvalidArgument(f"{name} must be True, False or None (None: follow caps), got {name}={value!r}")
 
 
+def check_probe(probe: object, unavailable: dict[str, str], names: tuple[str, ...]) -> None:
+    """``probe`` is None or one of ``names`` that these arguments can draw (``unavailable``
+    maps the others to the reason)."""
+    if probe is None:
+        return
+    check_argument(isinstance(probe, str) and probe in names,
+                   f"probe must be None or one of {names}, got probe={probe!r}")
+    assert isinstance(probe, str)
+    check_argument(probe not in unavailable,
+                   f"probe={probe!r} cannot be drawn with these arguments: {unavailable.get(probe)}; "
+                   f"pass probe=None, or one of {tuple(n for n in names if n not in unavailable)}")
+
+
 def check_caps(caps: object) -> Capabilities:
     if caps is None:
         return Capabilities()

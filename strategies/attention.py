@@ -44,6 +44,7 @@ from strategies._validation import (
     check_argument,
     check_caps,
     check_optional_bool,
+    check_probe,
     check_positive_int,
     length_bounds,
     reject_extra_keys,
@@ -117,12 +118,24 @@ PROBE_ODDS = 10
 #: keeps the running sum or the accumulator in the input format between key blocks drops
 #: every such block, and the dropped weight grows with the number of blocks.  The sum
 #: computed in float32 sees it all.  The probe has no mask, causal flag or special value
-#: (each would hide the spike from some queries) and a centred V.
+#: (each would hide the spike from some queries), and its V is ``ends-opposed``: the spike's
+#: value is opposite in sign to every other key's, so the weight dropped from the running
+#: sum and from the accumulator push the output the same way (about twice the error of
+#: either alone).  Its simplest case (the probe forced, see ``probe_round`` in
+#: ``verify.search``) is its strongest: the longest keys, the widest B (every kernel block
+#: of up to B keys is dropped), f = 0.9.
 ABSORPTION_MIN_KEYS = 17
 ABSORPTION_KV_HEADS = 4
 ABSORPTION_BLOCKS = (8, 16, 32, 64, 128, 256)
-ABSORPTION_FRACTIONS = (0.7, 0.9)
-ABSORPTION_MIN_V_SPREAD = 2.0**-4
+ABSORPTION_FRACTIONS = (0.9, 0.7)  # the first, the probe's simplest, drops the most
+ABSORPTION_MIN_V_VALUE = 2.0**-4
+#: The rare probes of ``attention_cases``, by name: ``probe=`` draws only that one (and
+#: ``attention_probes`` says which the arguments allow).  ``index-width``: Nk at the edge of
+#: 16-bit key offsets; ``mid-keys``: thousands of keys; ``many-heads``: many (batch, head)
+#: pairs; ``absorption``: see ``ABSORPTION_MIN_KEYS``.
+ATTENTION_PROBES = ("absorption", "many-heads", "mid-keys", "index-width")  # cheapest first
+#: The value of the probe draw that takes each of the last three.
+_PROBE_DRAWS = {"mid-keys": PROBE_ODDS - 1, "many-heads": PROBE_ODDS - 2, "absorption": PROBE_ODDS - 3}
 MID_KEYS_MAX = 4097
 MID_KEYS_MAX_QUERIES = 16
 MID_KEYS_MAX_HEAD_DIM = 64
@@ -515,6 +528,20 @@ class _AttentionConfig:
     mid_keys_max: int = 0  # rare key lengths in (max_seq, mid_keys_max]; 0: none
     many_heads: bool = False  # rare cases with many (batch, head) pairs
     absorption: bool = False  # rare absorption probes (see ABSORPTION_MIN_KEYS)
+    probe: str | None = None  # every case is this probe (ATTENTION_PROBES)
+
+    def unavailable_probes(self) -> dict[str, str]:
+        """The probes these settings cannot draw, each with the reason."""
+        out = {}
+        if not self.index_lengths:
+            out["index-width"] = "index_widths=False, or no key length of 32767..65537 lies past max_seq within caps.max_length"
+        if self.mid_keys_max <= self.max_seq:
+            out["mid-keys"] = "probes=False, or caps.max_length leaves no key length past max_seq"
+        if not self.many_heads:
+            out["many-heads"] = "probes=False"
+        if not (self.absorption and self.max_seq >= ABSORPTION_MIN_KEYS):
+            out["absorption"] = f"probes=False, or max_seq (within caps) below {ABSORPTION_MIN_KEYS}"
+        return out
 
     def __repr__(self) -> str:
         return self.call
@@ -568,6 +595,7 @@ def attention_cases(
     special_values: bool | None = None,
     index_widths: bool = True,
     probes: bool = True,
+    probe: str | None = None,
 ) -> SearchStrategy[AttentionCase]:
     """Attention inputs within the target's capabilities, rich in adversarial features.
 
@@ -600,7 +628,37 @@ def attention_cases(
       sequences up to ``MANY_HEADS_MAX_SEQ``; about one more is an absorption probe (one key
       outscores the rest, whose blocks each add just under half an ulp of the input format
       to the running sum: see ``ABSORPTION_MIN_KEYS``).  False never draws them.
+    * ``probe``: one of ``ATTENTION_PROBES``: every case is that probe (the rest drawn as
+      usual), so that a search can try each probe whatever its luck with the rare draws
+      (``attention_probes`` lists those the other arguments allow).  None: drawn rarely.
     """
+    config = _attention_config(dtypes=dtypes, caps=caps, max_seq=max_seq, max_batch=max_batch, max_heads=max_heads,
+                               head_dims=head_dims, special_values=special_values, index_widths=index_widths,
+                               probes=probes, probe=probe)
+    check_probe(probe, config.unavailable_probes(), ATTENTION_PROBES)
+    return _attention_cases(config)
+
+
+def attention_probes(**kwargs: Any) -> tuple[str, ...]:
+    """The probes (``ATTENTION_PROBES``) that ``attention_cases(**kwargs)`` can draw, in order."""
+    kwargs.pop("probe", None)
+    unavailable = _attention_config(**kwargs).unavailable_probes()
+    return tuple(p for p in ATTENTION_PROBES if p not in unavailable)
+
+
+def _attention_config(
+    *,
+    dtypes: tuple[str, ...] | list[str] = ("float32",),
+    caps: Capabilities | None = None,
+    max_seq: int = 96,
+    max_batch: int = 2,
+    max_heads: int = 4,
+    head_dims: tuple[int, ...] | list[int] | None = None,
+    special_values: bool | None = None,
+    index_widths: bool = True,
+    probes: bool = True,
+    probe: str | None = None,
+) -> "_AttentionConfig":
     caps = check_caps(caps)
     formats = resolve_dtypes(dtypes, caps)
     lo, hi = length_bounds(max_seq, "max_seq", caps)
@@ -623,6 +681,7 @@ def attention_cases(
             special_values=special_values,
             index_widths=index_widths,
             probes=probes,
+            probe=probe,
         ),
         formats=formats,
         min_seq=lo,
@@ -643,8 +702,9 @@ def attention_cases(
         mid_keys_max=min(MID_KEYS_MAX, caps.max_length or MID_KEYS_MAX) if probes else 0,
         many_heads=probes,
         absorption=probes,
+        probe=probe,
     )
-    return _attention_cases(config)
+    return config
 
 
 def _layouts_for(c: _AttentionConfig, shape: tuple[int, ...], fmt: FloatFormat) -> tuple[str, ...]:
@@ -741,10 +801,14 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
     seq_q = draw(st.one_of(st.just(seq_k), lengths(c.min_seq, c.max_seq)))
     head_dim = _draw_head_dim(draw, c.head_dims)
     probe = draw(st.integers(0, PROBE_ODDS - 1))  # shrinks to 0: no probe
+    if c.probe is not None:
+        probe = _PROBE_DRAWS.get(c.probe, 0)
     absorb = probe == PROBE_ODDS - 3 and c.absorption and c.max_seq >= ABSORPTION_MIN_KEYS
     if absorb:
-        # The longer the rows, the more blocks are dropped: the upper half of the profile.
-        seq_k = draw(lengths(max(ABSORPTION_MIN_KEYS, c.max_seq // 2), c.max_seq))
+        # The longer the rows, the more blocks are dropped: the upper half of the profile,
+        # the longest first (the probe's simplest case is its strongest).
+        low = max(ABSORPTION_MIN_KEYS, c.max_seq // 2)
+        seq_k = c.max_seq - draw(st.integers(0, c.max_seq - low))
         heads_kv = max(heads_kv, min(ABSORPTION_KV_HEADS, c.max_heads))  # both spike ends, likely
         group = 1
     if probe == PROBE_ODDS - 1 and c.mid_keys_max > c.max_seq:
@@ -754,9 +818,10 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         batch, heads_kv, group = 1, min(heads_kv, 2), min(group, 2)
         head_dim = _small_head_dim(head_dim, c.head_dims, MID_KEYS_MAX_HEAD_DIM)
     elif probe == PROBE_ODDS - 2 and c.many_heads:
-        # Many (batch, head) pairs: a persistent grid's programs each take several.
-        batch = draw(st.integers(1, MANY_HEADS_MAX_BATCH))
-        heads_kv = draw(st.integers(1, MANY_HEADS_MAX_KV_HEADS))
+        # Many (batch, head) pairs: a persistent grid's programs each take several.  The
+        # most batches and K/V heads first: the probe's simplest case has the most pairs.
+        batch = MANY_HEADS_MAX_BATCH - draw(st.integers(0, MANY_HEADS_MAX_BATCH - 1))
+        heads_kv = MANY_HEADS_MAX_KV_HEADS - draw(st.integers(0, MANY_HEADS_MAX_KV_HEADS - 1))
         group = draw(st.integers(1, MANY_HEADS_MAX_GROUP)) if c.gqa else 1
         seq_k = min(seq_k, MANY_HEADS_MAX_SEQ)
         seq_q = min(seq_q, MANY_HEADS_MAX_SEQ)
@@ -770,6 +835,8 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
 
     # A long-key probe (rare): the key length itself comes from the seed, below.
     wide = draws_index_width(draw, c.index_lengths)
+    if c.probe is not None:
+        wide = c.probe == "index-width"
 
     causal = draw(st.booleans()) if c.causal else False
     if causal and c.causal_square_only:
@@ -805,14 +872,16 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
     if absorb:
         # B <= Nk / 4: the dropped weight, about (Nk / B) f u of the spike's, is then
         # several roundings, whatever the kernel's block width (up to B) is.
-        block = draw(st.sampled_from([b for b in ABSORPTION_BLOCKS if 4 * b <= seq_k] or [ABSORPTION_BLOCKS[0]]))
+        # The widest first: every kernel block of up to B keys then adds under half an ulp.
+        block = draw(st.sampled_from([b for b in ABSORPTION_BLOCKS if 4 * b <= seq_k][::-1] or [ABSORPTION_BLOCKS[0]]))
         fraction = draw(st.sampled_from(ABSORPTION_FRACTIONS))
-        # Every key visible and no special values, so the spike reaches every query; V
-        # centred, so the dropped keys' values differ from the spike's.
+        # Every key visible and no special values, so the spike reaches every query; the
+        # spike's value opposite to every other key's (ends-opposed), so that what a kernel
+        # drops from l and from the accumulator adds up in the output.
         scale, causal, mask, mask_shape, mask_layout, specials = None, False, None, "qk", "contiguous", ()
         q, k = _absorption_recipes(fmt, head_dim, block, fraction)
-        v = ValueRecipe(v.kind if v.kind in ("normal", "uniform") else "normal",
-                        scale=min(max(v.scale, ABSORPTION_MIN_V_SPREAD), v_limit(fmt, seq_k) / 8.0))
+        value = min(max(v.scale, ABSORPTION_MIN_V_VALUE), v_limit(fmt, seq_k) / 8.0)
+        v = ValueRecipe("ends-opposed", scale=value / 16.0, offset=value)
     if wide:
         seq_k = index_width_length(c.index_lengths, seed)
         batch, heads_kv, heads_q = 1, LONG_KEY_KV_HEADS, LONG_KEY_KV_HEADS * min(group, 2)

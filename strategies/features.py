@@ -56,7 +56,7 @@ hdim:large             head dim >= 160
 hdim:over-256          head dim > 256 (257, 512)
 scale:default          scale = 1/sqrt(D)
 scale:explicit         an explicit scale; also zero, tiny (<= 1e-3), huge (>= 1e2), negative
-q:/k:/v:<recipe>       the value recipe of Q, K or V (k:key-spike: the absorption probe)
+q:/k:/v:<recipe>       the value recipe of Q, K or V (k:key-spike, v:ends-opposed: the absorption probe)
 qk:one-hot             estimated spread of the scores across keys >= 100: softmax is one-hot
 qk:flat                estimated spread <= 1e-3: softmax is uniform
 dtype:<name>           the storage dtype
@@ -107,6 +107,8 @@ SOFTMAX_VALUE_KINDS = (
 QK_VALUE_KINDS = ("normal", "uniform", "constant", "outliers", "cancellation")
 #: K recipes only the absorption probe draws (see ``strategies.attention``).
 PROBE_K_VALUE_KINDS = ("key-spike",)
+#: V recipes only the absorption probe draws.
+PROBE_V_VALUE_KINDS = ("ends-opposed",)
 V_VALUE_KINDS = QK_VALUE_KINDS + ("full-range",)
 
 #: Softmax layouts, simplest first.  "misaligned" stays last: its feature is
@@ -145,7 +147,7 @@ ATTENTION_FEATURES: tuple[str, ...] = (
     + ("scale:default", "scale:explicit", "scale:zero", "scale:tiny", "scale:huge", "scale:negative")
     + tuple(f"q:{k}" for k in QK_VALUE_KINDS)
     + tuple(f"k:{k}" for k in QK_VALUE_KINDS + PROBE_K_VALUE_KINDS)
-    + tuple(f"v:{k}" for k in V_VALUE_KINDS)
+    + tuple(f"v:{k}" for k in V_VALUE_KINDS + PROBE_V_VALUE_KINDS)
     + ("qk:one-hot", "qk:flat")
     + _SPECIAL
     + ("layout:noncontiguous", "layout:misaligned")

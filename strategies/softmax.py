@@ -36,6 +36,7 @@ from strategies._validation import (
     check_bool,
     check_caps,
     check_optional_bool,
+    check_probe,
     check_positive_int,
     length_bounds,
     reject_extra_keys,
@@ -95,6 +96,9 @@ MANY_ROWS_MAX_LENGTH = 32
 #: ones with the most entries, and spent most of 300-example bfloat16 and float64 runs
 #: on 600 x 32 inputs (2026-11-29).
 MANY_ROWS_SPAN = 4
+#: The rare probes of ``softmax_cases``, by name: ``probe=`` draws only that one (and
+#: ``softmax_probes`` says which the arguments allow).
+SOFTMAX_PROBES = ("four-d", "many-rows", "long-row", "index-width")  # cheapest first
 
 
 @dataclass(frozen=True)
@@ -358,6 +362,23 @@ class _SoftmaxConfig:
     many_rows: tuple[int, int] | None = None  # total rows of the many-rows probe, past max_rows
     many_max_length: int = MANY_ROWS_MAX_LENGTH  # their length
     many_entries: int = 0  # and their entries in all
+    probe: str | None = None  # every case is this probe (SOFTMAX_PROBES)
+
+    def unavailable_probes(self) -> dict[str, str]:
+        """The probes these settings cannot draw, each with the reason."""
+        out = {}
+        if self.elementwise:
+            return {p: "elementwise=True draws no probe" for p in SOFTMAX_PROBES}
+        if not self.index_lengths:
+            out["index-width"] = ("index_widths=False, or no length of 32767..65537 lies past max_length "
+                                  "within caps.max_length")
+        if self.long_range is None:
+            out["long-row"] = "long_rows=False, or caps.max_length leaves no length past max_length"
+        if self.many_rows is None:
+            out["many-rows"] = f"many_rows=False, or max_rows >= {MANY_ROWS[1]}"
+        if not self.four_d:
+            out["four-d"] = "four_d=False"
+        return out
 
     def __repr__(self) -> str:
         return self.call
@@ -379,6 +400,7 @@ def softmax_cases(
     long_rows: bool = True,
     many_rows: bool = True,
     four_d: bool = True,
+    probe: str | None = None,
 ) -> SearchStrategy[SoftmaxCase]:
     """Softmax inputs within the target's capabilities, rich in adversarial features.
 
@@ -413,7 +435,40 @@ def softmax_cases(
     * ``four_d``: about one example with a batch in ``FOUR_D_ODDS`` is 4-D,
       ``(batch, heads, rows, length)``, its heads sharing the drawn rows (rows per head
       = ceil(rows / heads)); False keeps inputs 2-D and 3-D.
+    * ``probe``: one of ``SOFTMAX_PROBES``: every case is that probe (the rest drawn as
+      usual), so that a search can try each probe whatever its luck with the rare draws
+      (``softmax_probes`` lists those the other arguments allow).  None: drawn rarely.
     """
+    config = _softmax_config(dtypes=dtypes, caps=caps, max_length=max_length, max_rows=max_rows,
+                             special_values=special_values, masks=masks, elementwise=elementwise,
+                             index_widths=index_widths, long_rows=long_rows, many_rows=many_rows, four_d=four_d,
+                             probe=probe)
+    check_probe(probe, config.unavailable_probes(), SOFTMAX_PROBES)
+    return _softmax_cases(config)
+
+
+def softmax_probes(**kwargs: Any) -> tuple[str, ...]:
+    """The probes (``SOFTMAX_PROBES``) that ``softmax_cases(**kwargs)`` can draw, in order."""
+    kwargs.pop("probe", None)
+    unavailable = _softmax_config(**kwargs).unavailable_probes()
+    return tuple(p for p in SOFTMAX_PROBES if p not in unavailable)
+
+
+def _softmax_config(
+    *,
+    dtypes: tuple[str, ...] | list[str] = ("float32",),
+    caps: Capabilities | None = None,
+    max_length: int = 300,
+    max_rows: int = 8,
+    special_values: bool | None = None,
+    masks: bool | None = None,
+    elementwise: bool | None = None,
+    index_widths: bool = True,
+    long_rows: bool = True,
+    many_rows: bool = True,
+    four_d: bool = True,
+    probe: str | None = None,
+) -> _SoftmaxConfig:
     caps = check_caps(caps)
     formats = resolve_dtypes(dtypes, caps)
     lo, hi = length_bounds(max_length, "max_length", caps)
@@ -446,6 +501,7 @@ def softmax_cases(
         long_rows=long_rows,
         many_rows=many_rows,
         four_d=four_d,
+        probe=probe,
     )
     check_optional_bool(index_widths, "index_widths")
     for value, name in ((long_rows, "long_rows"), (many_rows, "many_rows"), (four_d, "four_d")):
@@ -463,8 +519,8 @@ def softmax_cases(
     long_kinds = long_length_kinds(*long_range) if long_range else ()
     config = _SoftmaxConfig(call, formats, lo, hi, max_rows, specials_on, masks_on, caps.noncontiguous, elementwise,
                             wide, four_d and probes, long_range, long_kinds, many, many_length,
-                            MANY_ROWS_SPAN * hi)
-    return _softmax_cases(config)
+                            MANY_ROWS_SPAN * hi, probe)
+    return config
 
 
 @st.composite
@@ -483,10 +539,16 @@ def _softmax_cases(draw: st.DrawFn, c: _SoftmaxConfig) -> SoftmaxCase:
         rows = draw(st.integers(1, c.max_rows))
         batch = draw(st.integers(0, MAX_BATCH))
         wide = draws_index_width(draw, c.index_lengths)
+        forced = c.probe
+        if forced is not None:
+            wide = forced == "index-width"
+            batch = max(batch, 1) if forced == "four-d" else batch
         # Each probe's choices are drawn whether or not it is taken, so that the ordinary
         # case costs as many choices as a probe (see the comment on recipes below).
         if c.four_d:
-            four, n_heads = rare(draw, FOUR_D_ODDS), draw(st.integers(1, MAX_HEADS))
+            # the most heads first: a 4-D input's simplest case splits its rows the most
+            four, n_heads = rare(draw, FOUR_D_ODDS), MAX_HEADS - draw(st.integers(0, MAX_HEADS - 1))
+            four = four if forced is None else forced == "four-d"
             if four and batch:
                 # The heads share the drawn rows, so a 4-D input costs what a 3-D one does (the
                 # engine's search can climb onto one kind of input for most of a run).
@@ -494,9 +556,10 @@ def _softmax_cases(draw: st.DrawFn, c: _SoftmaxConfig) -> SoftmaxCase:
         long_row = False
         if c.long_range is not None:
             long_row, long_kind = rare(draw, LONG_ROW_ODDS), draw(st.sampled_from(c.long_kinds))
+            long_row = long_row if forced is None else forced == "long-row"
         many = False
         if c.many_rows is not None:
-            many = rare(draw, MANY_ROWS_ODDS)
+            many = rare(draw, MANY_ROWS_ODDS) if forced is None else forced == "many-rows"
             many_total = draw(lengths(*c.many_rows))  # counts at the same edges as lengths
             many_length = draw(lengths(c.min_length, c.many_max_length))
         if wide:  # one long row: the cost stays that of an ordinary example

@@ -50,6 +50,12 @@ key-spike
     outscores all the others by the same margin (see the absorption probe in
     ``strategies.attention``).  Either end, because a kernel may walk the key blocks in
     either order.
+ends-opposed
+    (V of attention only) ``-offset + scale * N(0,1)`` for every key but the first and the
+    last of each (batch, head), which take ``+offset + scale * N(0,1)``: the absorption
+    probe's V.  The spike key (at either end) then carries the opposite sign of every
+    other key's value, so weight a kernel drops from its running sum and weight it drops
+    from its accumulator move the output the same way instead of cancelling.
 """
 
 from __future__ import annotations
@@ -65,10 +71,11 @@ from hypothesis.strategies import SearchStrategy
 
 from strategies._text import num
 from strategies._validation import check_argument, spec_error
-from strategies.features import PROBE_K_VALUE_KINDS, SOFTMAX_VALUE_KINDS, V_VALUE_KINDS
+from strategies.features import PROBE_K_VALUE_KINDS, PROBE_V_VALUE_KINDS, SOFTMAX_VALUE_KINDS, V_VALUE_KINDS
 from verify.dtypes import FloatFormat, get_format
 
-ALL_VALUE_KINDS = tuple(dict.fromkeys(SOFTMAX_VALUE_KINDS + V_VALUE_KINDS + PROBE_K_VALUE_KINDS))
+ALL_VALUE_KINDS = tuple(dict.fromkeys(SOFTMAX_VALUE_KINDS + V_VALUE_KINDS + PROBE_K_VALUE_KINDS
+                                      + PROBE_V_VALUE_KINDS))
 
 #: Entries of a very-negative row stay below this (-1e4 with room for rounding).
 VERY_NEGATIVE_CEILING = -1.25e4
@@ -129,6 +136,8 @@ class ValueRecipe:
         if k == "key-spike":
             at = ("first", "last", "either")[min(self.count, 2)]
             return f"key-spike(scale={num(self.scale)}{off}, gap={num(self.gap)}, at={at})"
+        if k == "ends-opposed":
+            return f"ends-opposed(value={num(self.offset)}, spread={num(self.scale)})"
         if k in ("cancellation", "near-max", "very-negative", "subnormal-output"):
             return f"{k}(offset={num(self.offset)}, spread={num(self.scale)})"
         return f"{k}(scale={num(self.scale)}{off})"
@@ -152,6 +161,8 @@ class ValueRecipe:
             return self.scale * math.sqrt(1.0 + self.rate * self.gap**2)
         if self.kind == "key-spike":
             return math.hypot(self.scale, self.gap)
+        if self.kind == "ends-opposed":
+            return math.hypot(self.scale, self.offset)
         return self.scale
 
     # ---- building ---------------------------------------------------------------------
@@ -215,8 +226,17 @@ class ValueRecipe:
             if len(shape) < 2:
                 raise AssertionError("key-spike draws a K tensor: shape (..., keys, head_dim)")
             x = self.offset + self.scale * rng.standard_normal(shape)
-            last = self.count == 1 or (self.count == 2 and rng.integers(0, 2) == 1)
-            x.reshape(-1, shape[-2], n)[:, shape[-2] - 1 if last else 0, :] += self.gap
+            heads = x.reshape(-1, shape[-2], n)
+            # Which end, for each (batch, head): the first (0) or the last key.
+            last = np.full(heads.shape[0], self.count == 1) if self.count < 2 else rng.integers(0, 2, heads.shape[0]) == 1
+            heads[np.arange(heads.shape[0]), np.where(last, shape[-2] - 1, 0), :] += self.gap
+            return x
+        if k == "ends-opposed":
+            if len(shape) < 2:
+                raise AssertionError("ends-opposed draws a V tensor: shape (..., keys, head_dim)")
+            x = -self.offset + self.scale * rng.standard_normal(shape)
+            heads = x.reshape(-1, shape[-2], n)
+            heads[:, [0, shape[-2] - 1], :] += 2.0 * self.offset
             return x
         if k == "drift":
             # Division and multiplication only: bit-exact on every CPU (see strategies._rng).
