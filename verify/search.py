@@ -33,6 +33,9 @@ from verify.dtypes import get_format
 from verify.metrics import Summary, summarize
 
 SAMPLE_PER_EXAMPLE = 4096  # errors kept per example for the p99 / median estimates
+#: The share of a cell's examples (and of its budget) searched before the probe round (see
+#: probe_round): bugs the ordinary examples find at once are found as early as without it.
+PROBE_ROUND_AT = 0.1
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,7 @@ class CheckOptions:
     database: Any = None  # a Hypothesis ExampleDatabase, or None
     compare_naive: bool = True
     shrink: bool = True  # False: report the first failing example as found (faster kills)
+    probe_examples: int = 1  # examples of each rare probe the search tries (see probe_round)
 
 
 @dataclass
@@ -166,27 +170,58 @@ class _BudgetSpent(BaseException):
     treating it as a failure to shrink."""
 
 
+class _PartOver(BaseException):
+    """Ends one Hypothesis run of a cell's search (its share of the budget is spent) and lets
+    the next begin; a BaseException for the reason _BudgetSpent is."""
+
+
 class _ViolationFound(Exception):
     def __init__(self, violation: Violation, case, outcome: engine.CaseOutcome):
         super().__init__(violation.one_line())
         self.violation, self.case, self.outcome = violation, case, outcome
 
 
-def _strategy(target: Target, dtype: str, opts: CheckOptions):
+def _strategy_args(target: Target, dtype: str, opts: CheckOptions) -> dict[str, Any]:
+    """The keyword arguments of the target's strategy (softmax_cases or attention_cases)."""
     prof = opts.profile.for_dtype(dtype)
     caps = target.caps
     if target.op == "softmax":
-        return strategies.softmax_cases(dtypes=(dtype,), caps=caps, max_length=prof.softmax_max_length,
-                                        max_rows=prof.softmax_max_rows)
+        return dict(dtypes=(dtype,), caps=caps, max_length=prof.softmax_max_length, max_rows=prof.softmax_max_rows)
     dims = None
     if prof.head_dims:
         dims = tuple(d for d in prof.head_dims if caps.head_dim_min <= d <= caps.head_dim_max
                      and d % caps.head_dim_multiple == 0) or None
     if prof.attention_probe_max_seq is not None:
         caps = caps.with_(max_length=min(caps.max_length or prof.attention_probe_max_seq, prof.attention_probe_max_seq))
-    return strategies.attention_cases(dtypes=(dtype,), caps=caps, max_seq=prof.attention_max_seq,
-                                      max_batch=prof.attention_max_batch, max_heads=prof.attention_max_heads,
-                                      head_dims=dims)
+    return dict(dtypes=(dtype,), caps=caps, max_seq=prof.attention_max_seq, max_batch=prof.attention_max_batch,
+                max_heads=prof.attention_max_heads, head_dims=dims)
+
+
+def _strategy(target: Target, dtype: str, opts: CheckOptions, probe: str | None = None):
+    """The target's strategy; with ``probe``, every case is that probe."""
+    args = _strategy_args(target, dtype, opts)
+    if target.op == "softmax":
+        return strategies.softmax_cases(**args, probe=probe)
+    return strategies.attention_cases(**args, probe=probe)
+
+
+def probe_round(target: Target, dtype: str, opts: CheckOptions) -> tuple[str, ...]:
+    """The probes a cell tries after ``PROBE_ROUND_AT`` of its search, ``opts.probe_examples``
+    examples each (the first example of each is the probe's simplest, which the strategies
+    make a strong one): every probe the target's strategy can draw, cheapest first, when
+    that many fit in half of ``opts.max_examples``; else none.
+
+    The strategies draw their probes (long rows, 16-bit index widths, many heads, absorption,
+    ...) rarely, and Hypothesis's draws are far from independent: in 60-example runs of the
+    triton-attention strategy (8 seeds, 2026-11-30) the absorption probe came 0 to 10 times
+    and two seeds drew none.  The round makes every search that lasts past its first tenth
+    cover them all.
+    """
+    if opts.probe_examples < 1:
+        return ()
+    args = _strategy_args(target, dtype, opts)
+    probes = strategies.softmax_probes(**args) if target.op == "softmax" else strategies.attention_probes(**args)
+    return probes if len(probes) * opts.probe_examples <= opts.max_examples // 2 else ()
 
 
 def run_case(target: Target, case, opts: CheckOptions) -> engine.CaseOutcome:
@@ -299,16 +334,18 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
 
     database = opts.database
     if database is not None:
-        database = _StopSavingAfterBudget(database, lambda: cell.cut_by_budget)
+        database = _StopSavingAfterBudget(database, lambda: cell.cut_by_budget or state["stopping"])
+    state.update(deadline=None, stopping=False)
 
-    @settings(max_examples=opts.max_examples, deadline=None, database=database, derandomize=False,
-              report_multiple_bugs=False, print_blob=False, phases=phases,
-              suppress_health_check=list(HealthCheck))
-    @given(case=_strategy(target, fmt.name, opts))
     def property_holds(case) -> None:
-        if opts.budget_s is not None and time.perf_counter() - start > opts.budget_s and not state["found"]:
-            cell.cut_by_budget = True
-            raise _BudgetSpent()
+        if not state["found"]:
+            now = time.perf_counter()
+            if opts.budget_s is not None and now - start > opts.budget_s:
+                cell.cut_by_budget = True
+                raise _BudgetSpent()
+            if state["deadline"] is not None and now > state["deadline"]:
+                state["stopping"] = True
+                raise _PartOver()
         try:
             out = run_case(target, case, opts)
         except engine.DeviceContextLost as lost:
@@ -329,11 +366,40 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
             state["found"] = True
             raise _ViolationFound(out.evaluation.violations[0], case, out)
 
-    if opts.seed is not None:
-        property_holds = hypothesis.seed(opts.seed)(property_holds)
+    def search(probe: str | None, max_examples: int, seed: int | None, deadline: float | None = None) -> None:
+        """One Hypothesis run: ``probe`` forced (or None), until ``max_examples`` or ``deadline``."""
+        # One database key per target, dtype and probe: replayed examples come from this search.
+        test = _named_copy(property_holds, f"{target.name}|{fmt.name}|{probe or ''}")
+        test = given(case=_strategy(target, fmt.name, opts, probe))(test)
+        test = settings(max_examples=max_examples, deadline=None, database=database, derandomize=False,
+                        report_multiple_bugs=False, print_blob=False, phases=phases,
+                        suppress_health_check=list(HealthCheck))(test)
+        if seed is not None:
+            test = hypothesis.seed(seed)(test)
+        state["deadline"] = deadline
+        try:
+            with with_reporter(lambda _text: None):  # we print our own, shorter, report
+                test()
+        except _PartOver:
+            pass
+        finally:
+            state.update(deadline=None, stopping=False)
+
+    # Without probes: one run.  With them: PROBE_ROUND_AT of the examples (and of the budget),
+    # each probe (probe_round), then the rest under another seed (the same seed would repeat
+    # the first part).
+    probes = probe_round(target, fmt.name, opts)
     try:
-        with with_reporter(lambda _text: None):  # we print our own, shorter, report
-            property_holds()
+        if not probes:
+            search(None, opts.max_examples, opts.seed)
+        else:
+            first = None if opts.budget_s is None else start + opts.budget_s * PROBE_ROUND_AT
+            search(None, max(1, int(opts.max_examples * PROBE_ROUND_AT)), opts.seed, first)
+            for probe in probes:
+                search(probe, opts.probe_examples, opts.seed)
+            left = opts.max_examples - cell.examples
+            if left > 0:
+                search(None, left, None if opts.seed is None else opts.seed + 1)
     except _BudgetSpent:
         pass
     except _ViolationFound as found:
@@ -364,6 +430,15 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
     if cell.min_tolerance_seen == float("inf"):
         cell.min_tolerance_seen = 0.0
     return cell
+
+
+def _named_copy(fn: Callable, digest: str) -> Callable:
+    """A wrapper of ``fn`` whose Hypothesis database key includes ``digest``."""
+    def copy(case) -> None:
+        fn(case)
+
+    copy._hypothesis_internal_add_digest = digest.encode()  # type: ignore[attr-defined]
+    return copy
 
 
 def check_target(target: Target, opts: CheckOptions, *, stop_at_first_violation: bool = False) -> list[CellResult]:

@@ -1,0 +1,155 @@
+"""The rare probes on demand: ``probe=`` in the strategies, and the search's probe round.
+
+Hypothesis draws the strategies' rare probes (long rows, 16-bit index widths, many heads,
+absorption, ...) far from independently, so a short search can miss one altogether.  The
+strategies can force each probe, and ``verify.search`` tries every probe after a tenth of a
+cell's search (``PROBE_ROUND_AT``).  CPU only, a few seconds.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, Phase, find, given, settings
+from hypothesis.errors import InvalidArgument
+
+from kernels.registry import get_target
+from strategies import (
+    ATTENTION_PROBES,
+    SOFTMAX_PROBES,
+    ValueRecipe,
+    attention_cases,
+    attention_probes,
+    softmax_cases,
+    softmax_probes,
+)
+from strategies import attention as A
+from strategies import softmax as S
+from strategies.lengths import INDEX_WIDTH_LENGTHS
+from verify import search
+from verify.capabilities import Capabilities
+from verify.dtypes import get_format
+
+_QUIET = dict(deadline=None, database=None, derandomize=True, suppress_health_check=list(HealthCheck))
+MAX_LENGTH, MAX_ROWS, MAX_SEQ = 300, 8, 96
+
+
+def _softmax_probe_holds(probe: str, case) -> bool:
+    s = case.spec
+    total_rows = max(s.batch, 1) * max(s.heads, 1) * s.rows
+    return {
+        "index-width": s.length in INDEX_WIDTH_LENGTHS and total_rows == 1,
+        "long-row": MAX_LENGTH < s.length <= 16385 and total_rows <= 2,
+        "many-rows": total_rows > MAX_ROWS and s.length <= 32,
+        "four-d": s.heads >= 1 and s.batch >= 1 and "shape:4d" in case.features,
+    }[probe]
+
+
+def _attention_probe_holds(probe: str, case) -> bool:
+    s = case.spec
+    return {
+        "index-width": "attn:index-width" in case.features,
+        "mid-keys": MAX_SEQ < s.seq_k <= A.MID_KEYS_MAX and s.seq_q <= A.MID_KEYS_MAX_QUERIES,
+        "many-heads": max(s.seq_q, s.seq_k) <= A.MANY_HEADS_MAX_SEQ and s.batch <= A.MANY_HEADS_MAX_BATCH,
+        "absorption": s.k.kind == "key-spike" and s.v.kind == "ends-opposed" and s.q.kind == "constant",
+    }[probe]
+
+
+@pytest.mark.parametrize("probe", SOFTMAX_PROBES)
+def test_a_forced_softmax_probe_is_drawn_every_time(probe: str) -> None:
+    @settings(max_examples=12, **_QUIET)
+    @given(softmax_cases(dtypes=("float32", "float16"), max_length=MAX_LENGTH, max_rows=MAX_ROWS, probe=probe))
+    def every(case) -> None:
+        assert _softmax_probe_holds(probe, case), case.describe()
+        assert sum(_softmax_probe_holds(p, case) for p in ("index-width", "long-row", "many-rows")) <= 1
+
+    every()
+
+
+@pytest.mark.parametrize("probe", ATTENTION_PROBES)
+def test_a_forced_attention_probe_is_drawn_every_time(probe: str) -> None:
+    @settings(max_examples=12, **_QUIET)
+    @given(attention_cases(dtypes=("float32", "float16"), max_seq=MAX_SEQ, probe=probe))
+    def every(case) -> None:
+        assert _attention_probe_holds(probe, case), case.describe()
+        if probe != "index-width":
+            assert "attn:index-width" not in case.features
+
+    every()
+
+
+def test_the_simplest_case_of_a_forced_probe_is_its_strongest() -> None:
+    """A probe round tries one example of each probe: Hypothesis's first example, the simplest
+    choices.  Those must be the probe at full strength, not its weakest form."""
+    first = dict(settings=settings(max_examples=1, phases=[Phase.generate], **_QUIET))
+    absorb = find(attention_cases(dtypes=("float16",), max_seq=MAX_SEQ, probe="absorption"), lambda c: True, **first)
+    s = absorb.spec
+    assert s.seq_k == MAX_SEQ  # the most key blocks
+    widest = max(b for b in A.ABSORPTION_BLOCKS if 4 * b <= MAX_SEQ)
+    _, k = A._absorption_recipes(get_format("float16"), s.head_dim, widest, max(A.ABSORPTION_FRACTIONS))
+    assert s.k == k  # the widest block B and f = 0.9: every kernel block of <= B keys drops the most
+    assert s.batch * s.heads_kv >= 2 and s.v.offset > 0
+    many = find(attention_cases(dtypes=("float16",), max_seq=MAX_SEQ, probe="many-heads"), lambda c: True, **first)
+    assert (many.spec.batch, many.spec.heads_kv) == (A.MANY_HEADS_MAX_BATCH, A.MANY_HEADS_MAX_KV_HEADS)
+    assert "attn:many-heads" in many.features
+    four = find(softmax_cases(probe="four-d"), lambda c: True, **first)
+    assert four.spec.heads == S.MAX_HEADS and "shape:4d" in four.features
+
+
+def test_which_probes_the_arguments_allow_and_clear_errors_otherwise() -> None:
+    assert softmax_probes() == SOFTMAX_PROBES
+    assert attention_probes() == ATTENTION_PROBES
+    assert softmax_probes(elementwise=True) == ()
+    assert softmax_probes(caps=Capabilities(max_length=1000), max_length=300) == ("four-d", "many-rows", "long-row")
+    assert softmax_probes(many_rows=False, four_d=False) == ("long-row", "index-width")
+    assert attention_probes(probes=False, index_widths=False) == ()
+    assert attention_probes(max_seq=8) == ("many-heads", "mid-keys", "index-width")  # absorption needs 17 keys
+    with pytest.raises(InvalidArgument, match=r"probe must be None or one of"):
+        softmax_cases(probe="absorption")
+    with pytest.raises(InvalidArgument, match=r"max_seq .* below 17; pass probe=None, or one of"):
+        attention_cases(max_seq=8, probe="absorption")
+    with pytest.raises(InvalidArgument, match=r"elementwise=True draws no probe"):
+        softmax_cases(elementwise=True, probe="long-row")
+
+
+def test_absorption_values_are_per_head() -> None:
+    """The spike's end is drawn for each (batch, head), and V's spike rows (both ends) carry
+    the opposite sign of every other key's value."""
+    import numpy as np
+
+    fmt = get_format("float32")
+    rng = np.random.default_rng(0)
+    k = ValueRecipe("key-spike", scale=0.0, gap=5.0, count=2).sample(rng, (4, 16, 10, 2), fmt, 1e9)
+    ends = k.reshape(64, 10, 2)[:, :, 0].argmax(-1)
+    assert set(ends.tolist()) == {0, 9}
+    v = ValueRecipe("ends-opposed", scale=0.01, offset=1.0).sample(rng, (2, 3, 10, 4), fmt, 1e9)
+    v = v.reshape(6, 10, 4)
+    assert (v[:, [0, 9]] > 0.9).all() and (v[:, 1:9] < -0.9).all()
+
+
+def _examples(name: str, dtype: str, max_examples: int, seed: int = 3) -> list:
+    seen = []
+    opts = search.CheckOptions(max_examples=max_examples, seed=seed, compare_naive=False, shrink=False,
+                               profile=search.PROFILES["cpu"])
+    with search.observing_cases(before=seen.append):
+        (cell,) = search.check_target(get_target(name), opts.__class__(**{**opts.__dict__, "dtypes": (dtype,)}))
+    assert cell.status == "passed" and cell.examples == len(seen)
+    return seen
+
+
+def test_the_search_tries_every_probe_after_a_tenth() -> None:
+    name, n = "ref-online-softmax", 30
+    seen = _examples(name, "float16", n)
+    assert len(seen) == n
+    first = int(n * search.PROBE_ROUND_AT)
+    probes = search.probe_round(get_target(name), "float16", search.CheckOptions(max_examples=n))
+    assert probes == SOFTMAX_PROBES
+    for i, probe in enumerate(probes):
+        assert _softmax_probe_holds(probe, seen[first + i]), (probe, seen[first + i].describe())
+
+
+def test_a_short_search_has_no_probe_round() -> None:
+    # 4 probes do not fit in half of 6 examples: one plain run, as before the round existed
+    assert search.probe_round(get_target("ref-online-softmax"), "float16", search.CheckOptions(max_examples=6)) == ()
+    assert search.probe_round(get_target("ref-online-softmax"), "float16",
+                              search.CheckOptions(max_examples=100, probe_examples=0)) == ()
+    assert len(_examples("ref-online-softmax", "float16", 6)) == 6
