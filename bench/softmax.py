@@ -99,11 +99,19 @@ def sweep_variants(n: int, dtype_name: str):
         variants += [(f"coop_pps3_c4096_w4_g{g}", {}, {"cooperative": True, "coop_chunk": 4096, "coop_warps": 4,
                                                        "coop_programs_per_sm": 3, "coop_groups": g})
                      for g in (6, 12, 18)]
+    if n >= 32768 and dtype_name != "fp32":
+        # 16-bit rows: more programs a SM (the launch caps them at what the registers allow)
+        variants += [(f"coop16_pps{k}_c{c}_w{w}", {}, {"cooperative": True, "coop_chunk": c, "coop_warps": w,
+                                                       "coop_programs_per_sm": k})
+                     for k in (4, 6, 8) for c, w in ((4096, 4), (8192, 4), (8192, 8), (16384, 8))]
     if n >= 32768 and dtype_name == "fp32":
         # the fast path on the long-row cooperative launch shapes
         variants += [(f"fast_coop_pps{k}_c{c}_w4", {"precise": False},
                       {"cooperative": True, "coop_chunk": c, "coop_warps": 4, "coop_programs_per_sm": k})
                      for k in (2, 3, 4) for c in (2048, 4096)]
+        variants += [(f"fast_coop_pps{k}_c4096_w{w}", {"precise": False},
+                      {"cooperative": True, "coop_chunk": 4096, "coop_warps": w, "coop_programs_per_sm": k})
+                     for k, w in ((5, 4), (6, 4), (8, 4), (8, 2))]
     if n <= 4096:
         # one chunk per row (no exchange), many persistent groups: a single pass that
         # prefetches each program's next row

@@ -19,11 +19,11 @@ Four schedules compute the same function:
 * **cooperative split rows** -- a persistent grid in which groups of programs share
   a row, each holding its chunk in registers; the programs of a group exchange their
   chunks' ``(m, l)`` through global memory, so every element is read once and written
-  once (see ``_softmax_cooperative_kernel``).  By default it runs only on the precise
-  float32 path: one chunk per row for rows of 8193..16384 (``COOP_CHUNK``), and chunks
-  held by three programs a SM for rows of 16385..262144 (``COOP_LONG_CHUNK``), where the
-  accurate exponentials, not the memory, set the pace.  Elsewhere the exchange cost more
-  than the second read it saves on the H200.
+  once (see ``_softmax_cooperative_kernel``).  By default it runs only for float32: one
+  chunk per row for precise rows of 8193..16384 (``COOP_CHUNK``), and chunks held by three
+  (precise) or four (fast path) programs a SM for rows of 16385..262144
+  (``COOP_LONG_CHUNK``).  For 16-bit rows the exchange cost more than the second read it
+  saves on the H200.
 
 :func:`schedule_for` says which schedule a call takes.
 
@@ -85,6 +85,11 @@ COOP_WARPS = 32
 COOP_LONG_CHUNK = 4096
 COOP_LONG_WARPS = 4
 COOP_LONG_PROGRAMS_PER_SM = 3
+#: The fast float32 path (hardware exp2, plain sums) on the same launch shape: 4 programs a SM
+#: (``--variants fast_coop``, 2026-11-30 05:12): 92.7% of copy at N = 32768, 83.9% at 131072,
+#: 76.2% at 262144, against 74.6 / 67.1 / 61.5% for the online and split schedules, and
+#: 83.1 / 76.2 / 69.1% with 3 programs a SM.
+COOP_LONG_PROGRAMS_PER_SM_FAST = 4
 COOP_LONG_MAX = 262144
 #: How many times a program of the cooperative schedule polls for its partners' statistics
 #: before it computes them itself from the input (a poll is an L2 round trip, ~1 us: tens of
@@ -554,7 +559,7 @@ def _softmax_cooperative_kernel(
     persistent single-pass kernel with prefetch.
 
     Residency.  The host launches no more programs than the SMs hold at once: one per SM, or
-    up to ``COOP_LONG_PROGRAMS_PER_SM`` for long precise rows, capped by what the compiled
+    up to ``COOP_LONG_PROGRAMS_PER_SM`` (``_FAST``) for long float32 rows, capped by what the compiled
     kernel's registers, threads and shared memory allow (``_resident_per_sm``), so on an
     otherwise idle GPU every program is resident and partners publish within microseconds
     of each other.  If that fails (another kernel holding SMs,
@@ -649,11 +654,13 @@ def _wants_cooperative(n_cols: int, dtype: torch.dtype, precise: bool) -> bool:
     needs ~118 registers a thread at 16 warps, one program per SM, and nothing overlaps its
     load, its accurate exponentials and its store; the cooperative kernel with one chunk per
     row prefetches the next row.  Longer rows are split into chunks held by several programs
-    a SM (see COOP_LONG_CHUNK).  16-bit and fast float32 rows, and longer rows, keep the
-    online and split schedules (see COOP_CHUNK).
+    a SM (see COOP_LONG_CHUNK), on the fast float32 path too (its single pass is at copy
+    speed up to 16384).  16-bit rows, and longer rows, keep the online and split schedules
+    (see COOP_CHUNK).
     """
-    return (dtype == torch.float32 and precise and n_cols > MAX_SINGLE_BLOCK // 2
-            and n_cols <= COOP_LONG_MAX)
+    if dtype != torch.float32 or n_cols > COOP_LONG_MAX:
+        return False
+    return n_cols > (MAX_SINGLE_BLOCK // 2 if precise else MAX_SINGLE_BLOCK)
 
 
 def _cooperative_plan(n_rows: int, n_cols: int, dtype: torch.dtype, sms: int, precise: bool) -> _Plan | None:
@@ -661,13 +668,14 @@ def _cooperative_plan(n_rows: int, n_cols: int, dtype: torch.dtype, sms: int, pr
     than the grid may hold (by default one per SM: rows beyond ~1M float32 / 2M 16-bit
     elements).  ``groups`` assumes ``programs_per_sm`` programs fit on a SM; the launch
     lowers it to what the compiled kernel's registers allow (_resident_programs)."""
-    long_rows = dtype == torch.float32 and precise and n_cols > MAX_SINGLE_BLOCK
+    long_rows = dtype == torch.float32 and n_cols > MAX_SINGLE_BLOCK
     chunk = TUNING["coop_chunk"] or (COOP_LONG_CHUNK if long_rows else COOP_CHUNK[dtype])
     if chunk < 1 or chunk & (chunk - 1):
         raise ValueError(f"TUNING['coop_chunk'] must be a power of two, got {chunk}")
     chunk = min(chunk, triton.next_power_of_2(n_cols))
     num_chunks = triton.cdiv(n_cols, chunk)
-    per_sm = int(_tuned("coop_programs_per_sm", COOP_LONG_PROGRAMS_PER_SM if long_rows else 1))
+    per_sm = int(_tuned("coop_programs_per_sm", (COOP_LONG_PROGRAMS_PER_SM if precise else COOP_LONG_PROGRAMS_PER_SM_FAST)
+                        if long_rows else 1))
     slots = sms * per_sm
     if num_chunks > slots:
         return None

@@ -648,7 +648,8 @@ SCHEDULE_CASES = [
     (4096, 9000, F32, {}, "cooperative"),  # precise float32 rows of 8193..16384: one chunk a row
     (4096, 16384, F32, {}, "cooperative"),
     (4096, 16384, F32, {"precise": False}, "rows"),  # the fast single pass is bandwidth-bound
-    (1024, 65536, F32, {"precise": False}, "online"),
+    (1024, 65536, F32, {"precise": False}, "cooperative"),  # as on the precise path, 4 programs a SM
+    (64, 1 << 20, F32, {"precise": False}, "split"),
     (4096, 16384, BF16, {}, "rows"),
     # longer rows: the exchange between programs lost to a second read on the H200
     (2048, 32768, BF16, {}, "online"),
@@ -833,8 +834,8 @@ def test_gpu_cooperative_sizes(n, dtype, tuning, coop_grids):
     tuning["cooperative"] = True  # 16-bit rows of 16384 stay single-pass by default
     y, lse = softmax(x, return_lse=True)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    long_precise = dtype == torch.float32 and n > MAX_SINGLE_BLOCK
-    per_sm = triton_softmax.COOP_LONG_PROGRAMS_PER_SM if long_precise else 1
+    long_rows = dtype == torch.float32 and n > MAX_SINGLE_BLOCK
+    per_sm = triton_softmax.COOP_LONG_PROGRAMS_PER_SM if long_rows else 1
     assert len(coop_grids) == 1 and coop_grids[0][0] <= per_sm * sms
     # by default only precise float32 rows of up to COOP_LONG_MAX take it, long ones where
     # the rows fill the grid (1M: split rows)
@@ -889,7 +890,7 @@ def test_gpu_cooperative_default_dispatch(tuning, coop_grids):
     assert len(coop_grids) == 1
     softmax(randn(64, 65536, dtype=torch.bfloat16))  # longer rows: the exchange lost, not taken
     softmax(randn(512, 16384, dtype=torch.bfloat16))  # 16-bit rows of 16384: single pass
-    softmax(x, precise=False)  # the fast single pass is bandwidth-bound already
+    softmax(x, precise=False)  # the fast single pass is bandwidth-bound already at 16384
     assert len(coop_grids) == 1
     softmax(x, block_size=4096)  # explicit arguments keep the older schedules
     softmax(x, num_chunks=4)
@@ -912,6 +913,11 @@ def test_gpu_cooperative_default_dispatch(tuning, coop_grids):
     assert grid % chunks == 0 and grid <= min(fit[0], triton_softmax.COOP_LONG_PROGRAMS_PER_SM) * sms
     assert grid > sms or fit[0] == 1
     assert_softmax_close(y, long)
+    # the fast path takes the same launch shape, with up to 4 programs a SM
+    y = softmax(long, precise=False)
+    (grid,) = coop_grids[2]
+    assert grid % chunks == 0 and sms < grid <= triton_softmax.COOP_LONG_PROGRAMS_PER_SM_FAST * sms
+    assert torch.allclose(y.double(), ref_softmax(long)[0], rtol=2e-5, atol=1e-30)
 
 
 @gpu
