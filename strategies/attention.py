@@ -130,10 +130,11 @@ ABSORPTION_BLOCKS = (8, 16, 32, 64, 128, 256)
 ABSORPTION_FRACTIONS = (0.9, 0.7)  # the first, the probe's simplest, drops the most
 ABSORPTION_MIN_V_VALUE = 2.0**-4
 #: The rare probes of ``attention_cases``, by name: ``probe=`` draws only that one (and
-#: ``attention_probes`` says which the arguments allow).  ``index-width``: Nk at the edge of
-#: 16-bit key offsets; ``mid-keys``: thousands of keys; ``many-heads``: many (batch, head)
-#: pairs; ``absorption``: see ``ABSORPTION_MIN_KEYS``.
-ATTENTION_PROBES = ("absorption", "many-heads", "mid-keys", "index-width")  # cheapest first
+#: ``attention_probes`` says which the arguments allow).  ``zero-scale``: scale = 0 (drawn
+#: one time in ``ZERO_SCALE_ODDS`` otherwise); ``index-width``: Nk at the edge of 16-bit key
+#: offsets; ``mid-keys``: thousands of keys; ``many-heads``: many (batch, head) pairs;
+#: ``absorption``: see ``ABSORPTION_MIN_KEYS``.
+ATTENTION_PROBES = ("zero-scale", "absorption", "many-heads", "mid-keys", "index-width")  # cheapest first
 #: The value of the probe draw that takes each of the last three.
 _PROBE_DRAWS = {"mid-keys": PROBE_ODDS - 1, "many-heads": PROBE_ODDS - 2, "absorption": PROBE_ODDS - 3}
 MID_KEYS_MAX = 4097
@@ -832,6 +833,8 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         batch, heads_kv, group = 1, min(heads_kv, 2), min(group, 2)
     heads_q = heads_kv * group
     scale = draw(_scales())
+    if c.probe == "zero-scale":
+        scale = 0.0
 
     # A long-key probe (rare): the key length itself comes from the seed, below.
     wide = draws_index_width(draw, c.index_lengths)

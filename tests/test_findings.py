@@ -150,6 +150,34 @@ def test_sdpa_flash_gives_nan_for_a_negative_scale() -> None:
 
 
 @pytest.mark.gpu
+def test_sdpa_flash_gives_nan_for_a_zero_scale() -> None:
+    """Found by ``verify run --device cuda`` on the H200 (2026-11-30 05:19 UTC, torch 2.11), shrunk
+    to one query and one key, D = 16, float16: with scale = 0 every score is 0 and softmax is
+    uniform over the keys (one key: the output is its value row, as the math backend returns),
+    but the flash backend returns NaN."""
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 1, 1, 16, generator=gen).to("cuda", torch.float16) for _ in range(3))
+    flash = _sdpa("FLASH_ATTENTION", q, k, v, scale=0.0)
+    math_ = _sdpa("MATH", q, k, v, scale=0.0)
+    assert torch.equal(math_, v)
+    assert bool(torch.isnan(flash).all())
+
+
+@pytest.mark.gpu
+def test_sdpa_cudnn_gives_nan_for_a_zero_scale() -> None:
+    """The same input class as the flash finding above, characterized on the H200 (05:23 UTC):
+    cuDNN returns NaN for scale = 0 as well (it rejects one key, so two here); efficient and
+    math return the mean of the value rows."""
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 1, 2, 16, generator=gen).to("cuda", torch.float16) for _ in range(3))
+    cudnn = _sdpa("CUDNN_ATTENTION", q, k, v, scale=0.0)
+    efficient = _sdpa("EFFICIENT_ATTENTION", q, k, v, scale=0.0)
+    mean = v.float().mean(-2, keepdim=True).expand_as(efficient)
+    assert torch.allclose(efficient.float(), mean, rtol=0, atol=1e-3)
+    assert bool(torch.isnan(cudnn).any())
+
+
+@pytest.mark.gpu
 def test_sdpa_cudnn_reads_past_a_padded_value_row() -> None:
     """Found by ``verify run --device cuda`` on the H200 (14:36 UTC, torch 2.11), shrunk to
     Nq = Nk = 2, D = 16: V is a view whose rows are 19 elements apart (a sliced, wider last

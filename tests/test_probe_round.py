@@ -47,6 +47,7 @@ def _softmax_probe_holds(probe: str, case) -> bool:
 def _attention_probe_holds(probe: str, case) -> bool:
     s = case.spec
     return {
+        "zero-scale": s.scale == 0.0 and "scale:zero" in case.features,
         "index-width": "attn:index-width" in case.features,
         "mid-keys": MAX_SEQ < s.seq_k <= A.MID_KEYS_MAX and s.seq_q <= A.MID_KEYS_MAX_QUERIES,
         "many-heads": max(s.seq_q, s.seq_k) <= A.MANY_HEADS_MAX_SEQ and s.batch <= A.MANY_HEADS_MAX_BATCH,
@@ -101,11 +102,11 @@ def test_which_probes_the_arguments_allow_and_clear_errors_otherwise() -> None:
     assert softmax_probes(elementwise=True) == ()
     assert softmax_probes(caps=Capabilities(max_length=1000), max_length=300) == ("four-d", "many-rows", "long-row")
     assert softmax_probes(many_rows=False, four_d=False) == ("long-row", "index-width")
-    assert attention_probes(probes=False, index_widths=False) == ()
-    assert attention_probes(max_seq=8) == ("many-heads", "mid-keys", "index-width")  # absorption needs 17 keys
+    assert attention_probes(probes=False, index_widths=False) == ("zero-scale",)  # a scale, not a size
+    assert attention_probes(max_seq=8) == ("zero-scale", "many-heads", "mid-keys", "index-width")  # absorption: 17 keys
     with pytest.raises(InvalidArgument, match=r"probe must be None or one of"):
         softmax_cases(probe="absorption")
-    with pytest.raises(InvalidArgument, match=r"max_seq .* below 17; pass probe=None, or one of"):
+    with pytest.raises(InvalidArgument, match=r"max_seq .* below 17; pass probe=None, or one of \('zero-scale'"):
         attention_cases(max_seq=8, probe="absorption")
     with pytest.raises(InvalidArgument, match=r"elementwise=True draws no probe"):
         softmax_cases(elementwise=True, probe="long-row")
