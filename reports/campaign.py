@@ -222,8 +222,11 @@ def run_cell(target: Target, dtype: str, base: CheckOptions, budget_s: float, se
     with observing(observer) if observe else nullcontext():
         while True:
             left = budget_s - (time.perf_counter() - start)
+            # The probe round (search.probe_round) in the first chunk only: its first examples
+            # are each probe's simplest, the same in every chunk.
             opts = replace(base, max_examples=planned, budget_s=max(left, 0.01),
-                           seed=chunk_seed(seed, target.name, dtype, chunk))
+                           seed=chunk_seed(seed, target.name, dtype, chunk),
+                           probe_examples=base.probe_examples if chunk == 0 else 0)
             part = search.check_cell(target, dtype, opts)
             merged = part if merged is None else merge_cells(merged, part)
             chunk += 1

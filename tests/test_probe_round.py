@@ -154,3 +154,21 @@ def test_a_short_search_has_no_probe_round() -> None:
     assert search.probe_round(get_target("ref-online-softmax"), "float16",
                               search.CheckOptions(max_examples=100, probe_examples=0)) == ()
     assert len(_examples("ref-online-softmax", "float16", 6)) == 6
+
+
+def test_a_campaign_cell_tries_the_probes_in_its_first_chunk_only() -> None:
+    """The campaign searches a cell in chunks (check_cell calls); a probe's first example is its
+    simplest, the same in every chunk, so only the first chunk runs the round."""
+    from reports.campaign import run_cell
+
+    target = get_target("ref-online-softmax")
+    base = search.CheckOptions(compare_naive=False, shrink=False, profile=search.PROFILES["cpu"])
+    seen = []
+    with search.observing_cases(before=seen.append):
+        run = run_cell(target, "float16", base, budget_s=600.0, seed=1, max_examples=60, observe=False)
+    assert run.chunks >= 2 and run.cell.examples == len(seen) == 60
+    args = search._strategy_args(target, "float16", base)
+    first = settings(max_examples=1, phases=[Phase.generate], **_QUIET)
+    for probe in SOFTMAX_PROBES:
+        simplest = find(softmax_cases(**args, probe=probe), lambda c: True, settings=first)
+        assert sum(c.spec == simplest.spec for c in seen) == 1, probe

@@ -366,7 +366,9 @@ def _child_main(target_name: str, op: str | None, device: str, dtypes: list[str]
             opts = CheckOptions(dtypes=(name,), device=device, max_examples=ROUND_EXAMPLES,
                                 seed=None if seed is None else seed + rounds, artifact_dir=artifact_dir,
                                 profile=profile, budget_s=min(remaining, max(5.0, remaining / len(live))), database=db, shrink=shrink,
-                                compare_naive=True, timeout=120.0)
+                                compare_naive=True, timeout=120.0,
+                                # the probe round (search.probe_round) once a dtype: its examples repeat
+                                probe_examples=0 if name in cells else 1)
             current["opts"] = opts
             cell = check_cell(target, name, opts)
             current["opts"] = None
