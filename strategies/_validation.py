@@ -8,6 +8,7 @@ at the call site rather than deep inside a test run.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from typing import Any
 
@@ -47,6 +48,17 @@ def check_bool(value: object, name: str) -> None:
 def check_optional_bool(value: object, name: str) -> None:
     if value is not None and not isinstance(value, bool):
         raise InvalidArgument(f"{name} must be True, False or None (None: follow caps), got {name}={value!r}")
+
+
+def bound_arguments(fn: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The arguments ``fn(**kwargs)`` would receive, defaults filled in; a name ``fn`` does not
+    take is an InvalidArgument."""
+    try:
+        bound = inspect.signature(fn).bind(**kwargs)
+    except TypeError as e:
+        raise InvalidArgument(f"{fn.__name__}(): {e}") from None
+    bound.apply_defaults()
+    return dict(bound.arguments)
 
 
 def check_probe(probe: object, unavailable: dict[str, str], names: tuple[str, ...]) -> None:

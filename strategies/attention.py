@@ -41,6 +41,7 @@ from strategies import _rng
 from strategies._choices import rare
 from strategies._text import ReplayableRepr, call_text, num, short_dtype
 from strategies._validation import (
+    bound_arguments,
     check_argument,
     check_caps,
     check_optional_bool,
@@ -633,33 +634,21 @@ def attention_cases(
       usual), so that a search can try each probe whatever its luck with the rare draws
       (``attention_probes`` lists those the other arguments allow).  None: drawn rarely.
     """
-    config = _attention_config(dtypes=dtypes, caps=caps, max_seq=max_seq, max_batch=max_batch, max_heads=max_heads,
-                               head_dims=head_dims, special_values=special_values, index_widths=index_widths,
-                               probes=probes, probe=probe)
+    config = _attention_config(dtypes, caps, max_seq, max_batch, max_heads, head_dims, special_values, index_widths,
+                               probes, probe)
     check_probe(probe, config.unavailable_probes(), ATTENTION_PROBES)
     return _attention_cases(config)
 
 
 def attention_probes(**kwargs: Any) -> tuple[str, ...]:
     """The probes (``ATTENTION_PROBES``) that ``attention_cases(**kwargs)`` can draw, in order."""
-    kwargs.pop("probe", None)
-    unavailable = _attention_config(**kwargs).unavailable_probes()
+    unavailable = _attention_config(**{**bound_arguments(attention_cases, kwargs), "probe": None}).unavailable_probes()
     return tuple(p for p in ATTENTION_PROBES if p not in unavailable)
 
 
-def _attention_config(
-    *,
-    dtypes: tuple[str, ...] | list[str] = ("float32",),
-    caps: Capabilities | None = None,
-    max_seq: int = 96,
-    max_batch: int = 2,
-    max_heads: int = 4,
-    head_dims: tuple[int, ...] | list[int] | None = None,
-    special_values: bool | None = None,
-    index_widths: bool = True,
-    probes: bool = True,
-    probe: str | None = None,
-) -> "_AttentionConfig":
+def _attention_config(dtypes, caps, max_seq, max_batch, max_heads, head_dims, special_values,
+                      index_widths, probes, probe) -> "_AttentionConfig":
+    """attention_cases' arguments checked and resolved (see there)."""
     caps = check_caps(caps)
     formats = resolve_dtypes(dtypes, caps)
     lo, hi = length_bounds(max_seq, "max_seq", caps)

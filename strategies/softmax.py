@@ -32,6 +32,7 @@ from strategies import _rng
 from strategies._choices import rare
 from strategies._text import ReplayableRepr, call_text, num, short_dtype
 from strategies._validation import (
+    bound_arguments,
     check_argument,
     check_bool,
     check_caps,
@@ -439,36 +440,21 @@ def softmax_cases(
       usual), so that a search can try each probe whatever its luck with the rare draws
       (``softmax_probes`` lists those the other arguments allow).  None: drawn rarely.
     """
-    config = _softmax_config(dtypes=dtypes, caps=caps, max_length=max_length, max_rows=max_rows,
-                             special_values=special_values, masks=masks, elementwise=elementwise,
-                             index_widths=index_widths, long_rows=long_rows, many_rows=many_rows, four_d=four_d,
-                             probe=probe)
+    config = _softmax_config(dtypes, caps, max_length, max_rows, special_values, masks, elementwise, index_widths,
+                             long_rows, many_rows, four_d, probe)
     check_probe(probe, config.unavailable_probes(), SOFTMAX_PROBES)
     return _softmax_cases(config)
 
 
 def softmax_probes(**kwargs: Any) -> tuple[str, ...]:
     """The probes (``SOFTMAX_PROBES``) that ``softmax_cases(**kwargs)`` can draw, in order."""
-    kwargs.pop("probe", None)
-    unavailable = _softmax_config(**kwargs).unavailable_probes()
+    unavailable = _softmax_config(**{**bound_arguments(softmax_cases, kwargs), "probe": None}).unavailable_probes()
     return tuple(p for p in SOFTMAX_PROBES if p not in unavailable)
 
 
-def _softmax_config(
-    *,
-    dtypes: tuple[str, ...] | list[str] = ("float32",),
-    caps: Capabilities | None = None,
-    max_length: int = 300,
-    max_rows: int = 8,
-    special_values: bool | None = None,
-    masks: bool | None = None,
-    elementwise: bool | None = None,
-    index_widths: bool = True,
-    long_rows: bool = True,
-    many_rows: bool = True,
-    four_d: bool = True,
-    probe: str | None = None,
-) -> _SoftmaxConfig:
+def _softmax_config(dtypes, caps, max_length, max_rows, special_values, masks, elementwise, index_widths,
+                    long_rows, many_rows, four_d, probe) -> _SoftmaxConfig:
+    """softmax_cases' arguments checked and resolved (see there)."""
     caps = check_caps(caps)
     formats = resolve_dtypes(dtypes, caps)
     lo, hi = length_bounds(max_length, "max_length", caps)

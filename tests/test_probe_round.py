@@ -110,6 +110,8 @@ def test_which_probes_the_arguments_allow_and_clear_errors_otherwise() -> None:
         attention_cases(max_seq=8, probe="absorption")
     with pytest.raises(InvalidArgument, match=r"elementwise=True draws no probe"):
         softmax_cases(elementwise=True, probe="long-row")
+    with pytest.raises(InvalidArgument, match=r"softmax_cases\(\): got an unexpected keyword argument 'max_lenght'"):
+        softmax_probes(max_lenght=300)
 
 
 def test_absorption_values_are_per_head() -> None:
