@@ -105,9 +105,10 @@ SCHEDULES = ("rows", "online", "split", "cooperative")
 #: schedule, True takes it for every row it can hold (tests use this to run it on short
 #: rows and under the interpreter).  ``coop_chunk`` / ``coop_warps``: its chunk width and
 #: warps; ``coop_programs_per_sm``: programs a SM may hold when rows have several chunks (None:
-#: 1; more keep more rows in flight, but every partner must be resident at once, so more than
-#: a SM's registers hold makes programs wait out COOP_SPIN_LIMIT); ``coop_groups``: this many
-#: groups (rows in flight).  ``rows_block_r``:
+#: COOP_LONG_PROGRAMS_PER_SM(_FAST) for float32 rows past MAX_SINGLE_BLOCK, else 1; more keep
+#: more rows in flight, and the launch caps them at what the compiled kernel lets a SM hold,
+#: since every partner must be resident at once); ``coop_groups``: this many groups (rows in
+#: flight).  ``rows_block_r``:
 #: rows per program of the single-pass kernel.  ``l2_hints``: L2 eviction hints on the online
 #: and split schedules (None: on except for the precise float32 path that recomputes its
 #: exponentials).  ``lane_stats``: per-lane running statistics in their first sweep (never on the
@@ -650,13 +651,13 @@ class _Plan(NamedTuple):
 
 def _wants_cooperative(n_cols: int, dtype: torch.dtype, precise: bool) -> bool:
     """Rows for which the cooperative schedule is the default on a GPU: float32 rows of
-    8193..COOP_LONG_MAX on the precise path.  For rows of 8193..16384 the single-pass kernel
+    8193..COOP_LONG_MAX on the precise path, 16385..COOP_LONG_MAX on the fast one.  For rows of 8193..16384 the single-pass kernel
     needs ~118 registers a thread at 16 warps, one program per SM, and nothing overlaps its
     load, its accurate exponentials and its store; the cooperative kernel with one chunk per
     row prefetches the next row.  Longer rows are split into chunks held by several programs
-    a SM (see COOP_LONG_CHUNK), on the fast float32 path too (its single pass is at copy
-    speed up to 16384).  16-bit rows, and longer rows, keep the online and split schedules
-    (see COOP_CHUNK).
+    a SM (see COOP_LONG_CHUNK), on the fast path too (its single pass is at copy speed up to
+    16384).  16-bit rows, and longer rows, keep the online and split schedules (see
+    COOP_CHUNK).
     """
     if dtype != torch.float32 or n_cols > COOP_LONG_MAX:
         return False
@@ -666,16 +667,18 @@ def _wants_cooperative(n_cols: int, dtype: torch.dtype, precise: bool) -> bool:
 def _cooperative_plan(n_rows: int, n_cols: int, dtype: torch.dtype, sms: int, precise: bool) -> _Plan | None:
     """Launch parameters of the cooperative schedule, or None where a row needs more programs
     than the grid may hold (by default one per SM: rows beyond ~1M float32 / 2M 16-bit
-    elements).  ``groups`` assumes ``programs_per_sm`` programs fit on a SM; the launch
-    lowers it to what the compiled kernel's registers allow (_resident_programs)."""
+    elements).  ``groups`` assumes ``per_sm`` programs fit on a SM; the launch lowers it to
+    what the compiled kernel's registers allow (_resident_per_sm)."""
     long_rows = dtype == torch.float32 and n_cols > MAX_SINGLE_BLOCK
     chunk = TUNING["coop_chunk"] or (COOP_LONG_CHUNK if long_rows else COOP_CHUNK[dtype])
     if chunk < 1 or chunk & (chunk - 1):
         raise ValueError(f"TUNING['coop_chunk'] must be a power of two, got {chunk}")
     chunk = min(chunk, triton.next_power_of_2(n_cols))
     num_chunks = triton.cdiv(n_cols, chunk)
-    per_sm = int(_tuned("coop_programs_per_sm", (COOP_LONG_PROGRAMS_PER_SM if precise else COOP_LONG_PROGRAMS_PER_SM_FAST)
-                        if long_rows else 1))
+    per_sm = 1
+    if long_rows:
+        per_sm = COOP_LONG_PROGRAMS_PER_SM if precise else COOP_LONG_PROGRAMS_PER_SM_FAST
+    per_sm = int(_tuned("coop_programs_per_sm", per_sm))
     slots = sms * per_sm
     if num_chunks > slots:
         return None
@@ -769,7 +772,8 @@ def schedule_for(n_rows: int, n_cols: int, dtype: torch.dtype, device: torch.dev
 
     ``"rows"`` single pass, ``"online"`` one program per row, ``"split"`` split rows in two
     kernels, ``"cooperative"`` cooperative split rows (on a GPU by default only for float32
-    rows of 8193..262144 on the precise path, see ``COOP_CHUNK``; never under the
+    rows of 8193..262144 on the precise path and 16385..262144 on the fast one, see
+    ``_wants_cooperative``; never under the
     interpreter unless ``TUNING["cooperative"]`` is True).  The arguments
     are those of :func:`softmax`; ``sms`` and ``interpreted`` replace what ``device`` and the
     environment would say (so the GPU decision can be checked anywhere).  Reads ``TUNING``.

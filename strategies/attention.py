@@ -38,7 +38,7 @@ from hypothesis.errors import InvalidArgument
 from hypothesis.strategies import SearchStrategy
 
 from strategies import _rng
-from strategies._choices import rare
+from strategies._choices import largest_first, rare
 from strategies._text import ReplayableRepr, call_text, num, short_dtype
 from strategies._validation import (
     bound_arguments,
@@ -798,7 +798,7 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         # The longer the rows, the more blocks are dropped: the upper half of the profile,
         # the longest first (the probe's simplest case is its strongest).
         low = max(ABSORPTION_MIN_KEYS, c.max_seq // 2)
-        seq_k = c.max_seq - draw(st.integers(0, c.max_seq - low))
+        seq_k = largest_first(draw, low, c.max_seq)
         heads_kv = max(heads_kv, min(ABSORPTION_KV_HEADS, c.max_heads))  # both spike ends, likely
         group = 1
     if probe == PROBE_ODDS - 1 and c.mid_keys_max > c.max_seq:
@@ -810,8 +810,8 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
     elif probe == PROBE_ODDS - 2 and c.many_heads:
         # Many (batch, head) pairs: a persistent grid's programs each take several.  The
         # most batches and K/V heads first: the probe's simplest case has the most pairs.
-        batch = MANY_HEADS_MAX_BATCH - draw(st.integers(0, MANY_HEADS_MAX_BATCH - 1))
-        heads_kv = MANY_HEADS_MAX_KV_HEADS - draw(st.integers(0, MANY_HEADS_MAX_KV_HEADS - 1))
+        batch = largest_first(draw, 1, MANY_HEADS_MAX_BATCH)
+        heads_kv = largest_first(draw, 1, MANY_HEADS_MAX_KV_HEADS)
         group = draw(st.integers(1, MANY_HEADS_MAX_GROUP)) if c.gqa else 1
         seq_k = min(seq_k, MANY_HEADS_MAX_SEQ)
         seq_q = min(seq_q, MANY_HEADS_MAX_SEQ)

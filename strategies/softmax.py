@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 
 from strategies import _rng
-from strategies._choices import rare
+from strategies._choices import largest_first, rare
 from strategies._text import ReplayableRepr, call_text, num, short_dtype
 from strategies._validation import (
     bound_arguments,
@@ -533,7 +533,7 @@ def _softmax_cases(draw: st.DrawFn, c: _SoftmaxConfig) -> SoftmaxCase:
         # case costs as many choices as a probe (see the comment on recipes below).
         if c.four_d:
             # the most heads first: a 4-D input's simplest case splits its rows the most
-            four, n_heads = rare(draw, FOUR_D_ODDS), MAX_HEADS - draw(st.integers(0, MAX_HEADS - 1))
+            four, n_heads = rare(draw, FOUR_D_ODDS), largest_first(draw, 1, MAX_HEADS)
             four = four if forced is None else forced == "four-d"
             if four and batch:
                 # The heads share the drawn rows, so a 4-D input costs what a 3-D one does (the

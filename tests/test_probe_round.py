@@ -131,10 +131,10 @@ def test_absorption_values_are_per_head() -> None:
 
 def _examples(name: str, dtype: str, max_examples: int, seed: int = 3) -> list:
     seen = []
-    opts = search.CheckOptions(max_examples=max_examples, seed=seed, compare_naive=False, shrink=False,
-                               profile=search.PROFILES["cpu"])
+    opts = search.CheckOptions(dtypes=(dtype,), max_examples=max_examples, seed=seed, compare_naive=False,
+                               shrink=False, profile=search.PROFILES["cpu"])
     with search.observing_cases(before=seen.append):
-        (cell,) = search.check_target(get_target(name), opts.__class__(**{**opts.__dict__, "dtypes": (dtype,)}))
+        (cell,) = search.check_target(get_target(name), opts)
     assert cell.status == "passed" and cell.examples == len(seen)
     return seen
 

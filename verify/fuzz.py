@@ -368,7 +368,7 @@ def _child_main(target_name: str, op: str | None, device: str, dtypes: list[str]
                                 profile=profile, budget_s=min(remaining, max(5.0, remaining / len(live))), database=db, shrink=shrink,
                                 compare_naive=True, timeout=120.0,
                                 # the probe round (search.probe_round) once a dtype: its examples repeat
-                                probe_examples=0 if name in cells else 1)
+                                probe_examples=0 if name in cells else CheckOptions.probe_examples)
             current["opts"] = opts
             cell = check_cell(target, name, opts)
             current["opts"] = None

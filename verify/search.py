@@ -197,12 +197,14 @@ def _strategy_args(target: Target, dtype: str, opts: CheckOptions) -> dict[str, 
                 max_heads=prof.attention_max_heads, head_dims=dims)
 
 
+#: Per op: the strategy, and the function listing the probes its arguments allow.
+_STRATEGIES = {"softmax": (strategies.softmax_cases, strategies.softmax_probes),
+               "attention": (strategies.attention_cases, strategies.attention_probes)}
+
+
 def _strategy(target: Target, dtype: str, opts: CheckOptions, probe: str | None = None):
     """The target's strategy; with ``probe``, every case is that probe."""
-    args = _strategy_args(target, dtype, opts)
-    if target.op == "softmax":
-        return strategies.softmax_cases(**args, probe=probe)
-    return strategies.attention_cases(**args, probe=probe)
+    return _STRATEGIES[target.op][0](**_strategy_args(target, dtype, opts), probe=probe)
 
 
 def probe_round(target: Target, dtype: str, opts: CheckOptions) -> tuple[str, ...]:
@@ -219,8 +221,7 @@ def probe_round(target: Target, dtype: str, opts: CheckOptions) -> tuple[str, ..
     """
     if opts.probe_examples < 1:
         return ()
-    args = _strategy_args(target, dtype, opts)
-    probes = strategies.softmax_probes(**args) if target.op == "softmax" else strategies.attention_probes(**args)
+    probes = _STRATEGIES[target.op][1](**_strategy_args(target, dtype, opts))
     return probes if len(probes) * opts.probe_examples <= opts.max_examples // 2 else ()
 
 
