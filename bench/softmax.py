@@ -18,6 +18,7 @@ Exits with status 0 and a message when no CUDA device is visible.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import platform
@@ -112,6 +113,30 @@ def sweep_variants(n: int, dtype_name: str):
         variants += [(f"fast_coop_pps{k}_c4096_w{w}", {"precise": False},
                       {"cooperative": True, "coop_chunk": 4096, "coop_warps": w, "coop_programs_per_sm": k})
                      for k, w in ((5, 4), (6, 4), (8, 4), (8, 2))]
+    if n >= 32768:
+        # publish a row ahead of the poll (coop_lag), over launch shapes of the long-row
+        # cooperative schedule; the launch caps programs a SM at what the registers allow
+        paths = [("lag", {}), ("fast_lag", {"precise": False})] if dtype_name == "fp32" else [("lag16", {})]
+        variants += [(f"{tag}_pps{k}_c{c}_w{w}", kw, {"cooperative": True, "coop_lag": True, "coop_chunk": c,
+                                                       "coop_warps": w, "coop_programs_per_sm": k})
+                     for tag, kw in paths
+                     for k, c, w in ((3, 4096, 4), (4, 4096, 4), (4, 4096, 8), (4, 8192, 8), (4, 8192, 4),
+                                     (5, 2048, 4), (6, 2048, 4), (8, 2048, 4), (8, 2048, 2))]
+        # the narrow launch shapes without the lag
+        tag, kw, shapes = (("fast_coop", {"precise": False}, ((5, 4), (6, 4), (8, 4))) if dtype_name == "fp32"
+                           else ("coop16", {}, ((6, 4), (8, 2))))
+        variants += [(f"{tag}_pps{k}_c2048_w{w}", kw, {"cooperative": True, "coop_chunk": 2048, "coop_warps": w,
+                                                       "coop_programs_per_sm": k}) for k, w in shapes]
+    if n in (32768, 65536) and dtype_name != "fp32":
+        # 16-bit rows whole in registers: the single-pass kernel, and the persistent single pass
+        # with prefetch (the cooperative kernel with one chunk a row)
+        variants += [(f"rows_b{n}_w{w}", {"block_size": n}, {"rows_warps": w}) for w in (16, 32)]
+        variants.append((f"coop1_c{n}_w32", {}, {"cooperative": True, "coop_chunk": n, "coop_warps": 32}))
+    if n >= 32768 and dtype_name == "fp32":
+        # the precise path at 2 warps a program (the fast path's best up to 65536)
+        variants += [(f"coop_pps{k}_c{c}_w2", {}, {"cooperative": True, "coop_chunk": c, "coop_warps": 2,
+                                                   "coop_programs_per_sm": k})
+                     for k, c in ((6, 4096), (8, 4096), (8, 2048), (12, 2048))]
     if n <= 4096:
         # one chunk per row (no exchange), many persistent groups: a single pass that
         # prefetches each program's next row
@@ -123,6 +148,28 @@ def sweep_variants(n: int, dtype_name: str):
         if 8192 <= n <= 16384:
             variants.append(("fast_coop", {"precise": False}, {"cooperative": True}))
     return variants
+
+
+@contextlib.contextmanager
+def _cooperative_grids(grids: list):
+    """Record the grid of every cooperative launch inside the block."""
+    from kernels import triton_softmax
+
+    kernel = triton_softmax._softmax_cooperative_kernel
+
+    class Recorder:
+        def __getitem__(self, grid):
+            grids.append(grid)
+            return kernel[grid]
+
+        def warmup(self, *args, **kwargs):
+            return kernel.warmup(*args, **kwargs)
+
+    triton_softmax._softmax_cooperative_kernel = Recorder()
+    try:
+        yield
+    finally:
+        triton_softmax._softmax_cooperative_kernel = kernel
 
 
 def bench_case(dtype_name: str, n: int, total: int, sweep: bool, warmup: float, rep: float,
@@ -171,10 +218,14 @@ def bench_case(dtype_name: str, n: int, total: int, sweep: bool, warmup: float, 
             # compiles the full shape's kernel) before do_bench.
             softmax(x, **kw)
             torch.cuda.synchronize()
+            grids = []
             t0 = time.perf_counter()
-            softmax(x, **kw)
+            with _cooperative_grids(grids):
+                softmax(x, **kw)
             torch.cuda.synchronize()
             once = time.perf_counter() - t0
+            if grids:  # the grid the residency cap let through, as programs a SM
+                schedule += f" {grids[0][0] / torch.cuda.get_device_properties(0).multi_processor_count:.2f}/SM"
             if once > SLOW_CALL_S:
                 print(f"{dtype_name:>5} N={n:<8} {name}: one call took {once:.2f} s; not timed "
                       f"(a cooperative launch whose partners are not all resident?)", flush=True)

@@ -20,10 +20,10 @@ Four schedules compute the same function:
   a row, each holding its chunk in registers; the programs of a group exchange their
   chunks' ``(m, l)`` through global memory, so every element is read once and written
   once (see ``_softmax_cooperative_kernel``).  By default it runs only for float32: one
-  chunk per row for precise rows of 8193..16384 (``COOP_CHUNK``), and chunks held by three
-  (precise) or four (fast path) programs a SM for rows of 16385..262144
-  (``COOP_LONG_CHUNK``).  For 16-bit rows the exchange cost more than the second read it
-  saves on the H200.
+  chunk per row for precise rows of 8193..16384 (``COOP_CHUNK``), and chunks held by
+  several programs a SM for rows of 16385..1M (``COOP_LONG``, launched per path and row
+  length).  For 16-bit rows the exchange cost more than the second read it saves on the
+  H200.
 
 :func:`schedule_for` says which schedule a call takes.
 
@@ -72,25 +72,49 @@ ONLINE_BLOCK = 8192
 #: N=1M: 41% vs 50% split, bf16 30% vs 52%).
 COOP_CHUNK = {torch.float32: 16384, torch.float16: 8192, torch.bfloat16: 8192}
 COOP_WARPS = 32
-#: Precise float32 rows of 16385..COOP_LONG_MAX take the cooperative schedule with several
-#: chunks a row: chunks of COOP_LONG_CHUNK at COOP_LONG_WARPS warps, up to
-#: COOP_LONG_PROGRAMS_PER_SM programs a SM (fewer where the compiled kernel's registers do not
-#: let that many be resident).  Measured on the H200 (2026-11-30, ``bench/softmax.py --sweep
-#: --variants coop_pps``, two rounds each): 68-69% of copy bandwidth at N = 32768..131072 and
-#: 62.5% at 262144, against 50-58% for the online schedule (it is bound by the accurate
-#: exponentials, which more programs a SM overlap with the memory traffic); 2 or 4 programs a
-#: SM, narrower or wider chunks and more warps were all slower (22-61%).  At N = 16384 the
-#: one-chunk schedule above stays faster (79% against 70%); at 1M (one group) the split one.
-#: 16-bit rows keep the online schedule (75% against at best 63%).
-COOP_LONG_CHUNK = 4096
-COOP_LONG_WARPS = 4
-COOP_LONG_PROGRAMS_PER_SM = 3
-#: The fast float32 path (hardware exp2, plain sums) on the same launch shape: 4 programs a SM
-#: (``--variants fast_coop``, 2026-11-30 05:12): 92.7% of copy at N = 32768, 83.9% at 131072,
-#: 76.2% at 262144, against 74.6 / 67.1 / 61.5% for the online and split schedules, and
-#: 83.1 / 76.2 / 69.1% with 3 programs a SM.
-COOP_LONG_PROGRAMS_PER_SM_FAST = 4
-COOP_LONG_MAX = 262144
+
+
+class LongRowLaunch(NamedTuple):
+    """The cooperative launch for float32 rows of up to ``max_cols`` past MAX_SINGLE_BLOCK."""
+    max_cols: int
+    chunk: int  # elements a program holds
+    warps: int
+    per_sm: int  # programs a SM at most (the launch caps it at what the registers allow)
+    lag: bool  # publish a row ahead of the poll (see _softmax_cooperative_kernel)
+
+
+#: Float32 rows of 16385..COOP_LONG_MAX take the cooperative schedule with several chunks a
+#: row, launched per path (precise or fast) and row length by the first entry that holds the
+#: row.  Measured on the H200 with ``bench/softmax.py --sweep``, % of copy bandwidth:
+#:
+#: * precise, up to 262144: 4096-wide chunks at 4 warps, 3 a SM (2026-11-30 04:22, two rounds):
+#:   68-69% at N = 32768..131072 and 62.5% at 262144, against 50-58% for the online schedule
+#:   (bound by the accurate exponentials, which more programs a SM overlap with the memory
+#:   traffic); at 07:2x (two rounds) 71-73% and 67%.  With the lag they read 63-66%.
+#: * precise, up to 1M: the same shape with the lag, 61% at N = 1M (07:2x, two rounds; 1 group
+#:   of 256 programs) against 53% for the split schedule.
+#: * fast, up to 65536: 4096-wide chunks at 2 warps, 8 a SM (4 resident): 91.5% at 32768, 89.4%
+#:   at 65536 (07:2x, two rounds), against 83.5% and 80.3% at 4 warps (3 resident).
+#: * fast, up to 262144: 2048-wide chunks at 4 warps with the lag, 5 a SM (4.85 resident): 85.5%
+#:   at 131072 and 85.0% at 262144, against 76% and 69.5%; without the lag 67% and 60%.
+#: * fast, up to 1M: 8192-wide chunks at 4 warps with the lag, 4 a SM (2 resident): 73.8% at
+#:   1M against 61.4% for the split schedule.
+#:
+#: At N = 16384 the one-chunk schedule above stays faster (precise; 79% against 70%).  16-bit
+#: rows keep the online and split schedules: no cooperative variant beat them in the same
+#: sweeps (bf16 best 58-64% against 72-75% online at 32768 and 65536).
+COOP_LONG = {
+    True: (LongRowLaunch(262144, 4096, 4, 3, False), LongRowLaunch(1 << 20, 4096, 4, 3, True)),
+    False: (LongRowLaunch(65536, 4096, 2, 8, False), LongRowLaunch(262144, 2048, 4, 5, True),
+            LongRowLaunch(1 << 20, 8192, 4, 4, True)),
+}
+COOP_LONG_MAX = 1 << 20
+
+
+def long_row_launch(n_cols: int, precise: bool) -> LongRowLaunch:
+    """The COOP_LONG entry for float32 rows of ``n_cols`` (the last one past COOP_LONG_MAX)."""
+    table = COOP_LONG[bool(precise)]
+    return next((t for t in table if n_cols <= t.max_cols), table[-1])
 #: How many times a program of the cooperative schedule polls for its partners' statistics
 #: before it computes them itself from the input (a poll is an L2 round trip, ~1 us: tens of
 #: ms in all, against a few us for a partner to publish; see _softmax_cooperative_kernel).
@@ -105,10 +129,11 @@ SCHEDULES = ("rows", "online", "split", "cooperative")
 #: schedule, True takes it for every row it can hold (tests use this to run it on short
 #: rows and under the interpreter).  ``coop_chunk`` / ``coop_warps``: its chunk width and
 #: warps; ``coop_programs_per_sm``: programs a SM may hold when rows have several chunks (None:
-#: COOP_LONG_PROGRAMS_PER_SM(_FAST) for float32 rows past MAX_SINGLE_BLOCK, else 1; more keep
+#: COOP_LONG's per_sm for float32 rows past MAX_SINGLE_BLOCK, else 1; more keep
 #: more rows in flight, and the launch caps them at what the compiled kernel lets a SM hold,
 #: since every partner must be resident at once); ``coop_groups``: this many groups (rows in
-#: flight).  ``rows_block_r``:
+#: flight).  ``coop_lag``: a program publishes its next row's statistics before it polls for
+#: this row's (see _softmax_cooperative_kernel; None: as COOP_LONG says, off for other rows).  ``rows_block_r``:
 #: rows per program of the single-pass kernel.  ``l2_hints``: L2 eviction hints on the online
 #: and split schedules (None: on except for the precise float32 path that recomputes its
 #: exponentials).  ``lane_stats``: per-lane running statistics in their first sweep (never on the
@@ -118,7 +143,7 @@ SCHEDULES = ("rows", "online", "split", "cooperative")
 TUNING: dict = {"rows_warps": None, "stream_warps": None, "stream_block": None,
                 "online_programs_per_sm": None, "rows_block_r": None,
                 "cooperative": None, "coop_chunk": None, "coop_warps": None, "coop_groups": None,
-                "coop_programs_per_sm": None,
+                "coop_programs_per_sm": None, "coop_lag": None,
                 "l2_hints": None, "lane_stats": None, "keep_p": None}
 
 
@@ -535,10 +560,53 @@ def _cooperative_row_stats(x_row, slots, n_cols, n_chunks, c, m_own, l_own, spin
 
 
 @triton.jit
+def _coop_publish(slots, c, m_c, l_c, ok):
+    # One relaxed 64-bit exchange; a reader sees both halves or neither.
+    tl.atomic_xchg(slots + c, _pack_stats(m_c, l_c), mask=ok, sem="relaxed", scope="gpu")
+
+
+@triton.jit
+def _coop_finish(x_row, y_row, lse_at, slots, n_cols, n_chunks, c, cols, in_row, p, m_c, l_c, spin_limit,
+                 CHUNK: tl.constexpr, BLOCK_S: tl.constexpr, COOP: tl.constexpr,
+                 PRECISE: tl.constexpr, WRITE_Y: tl.constexpr, WRITE_LSE: tl.constexpr):
+    """Write one row's chunk ``y = p * exp(m_c - shift) / l`` (and its LSE from chunk 0), once
+    the row's statistics are merged from the published slots (``COOP``) or are the chunk's own."""
+    shift = safe_max(m_c)
+    l = l_c.to(tl.float64)
+    if COOP:
+        if WRITE_Y:
+            shift, l = _cooperative_row_stats(x_row, slots, n_cols, n_chunks, c, m_c, l_c,
+                                              spin_limit, CHUNK, BLOCK_S, PRECISE)
+        elif c == 0:  # only the LSE is wanted: one member per group merges
+            shift, l = _cooperative_row_stats(x_row, slots, n_cols, n_chunks, c, m_c, l_c,
+                                              spin_limit, CHUNK, BLOCK_S, PRECISE)
+    if WRITE_Y:
+        # exp(m_c - shift) / l: 0 for an all -inf chunk or row (l = 0 read as 1), NaN
+        # when l is; exactly 1 / l for the chunk holding the maximum.
+        scale = tl.exp(m_c.to(tl.float64) - shift.to(tl.float64)) / tl.where(l == 0.0, 1.0, l)
+        if PRECISE:
+            y = _times_f64(p, scale)
+        else:
+            y = p * scale.to(tl.float32)
+        tl.store(y_row + cols, y.to(y_row.dtype.element_ty), mask=in_row)
+    if WRITE_LSE:
+        if c == 0:
+            tl.store(lse_at, _lse(shift.to(tl.float64), l).to(tl.float32))
+
+
+@triton.jit
+def _load_chunk(X, row, n_rows, n_cols, stride_xr, cols):
+    # A row past the last one loads nothing (an empty mask) and reads as all -inf.
+    limit = tl.where(row < n_rows, n_cols, 0)
+    return tl.load(X + row * stride_xr + cols, mask=cols < limit, other=float("-inf"))
+
+
+@triton.jit
 def _softmax_cooperative_kernel(
     X, Y, LSE, SLOTS, n_rows, n_cols, stride_xr, stride_yr, n_chunks, spin_limit,
     CHUNK: tl.constexpr, BLOCK_S: tl.constexpr, COOP: tl.constexpr,
     PRECISE: tl.constexpr, WRITE_Y: tl.constexpr, WRITE_LSE: tl.constexpr,
+    LAG: tl.constexpr = False, HOLD_X: tl.constexpr = False,
 ):
     """Cooperative split rows: every element read once and written once, for long rows.
 
@@ -559,8 +627,17 @@ def _softmax_cooperative_kernel(
     ordering is needed.  With ``COOP`` false (one chunk per row) there is no exchange: a
     persistent single-pass kernel with prefetch.
 
+    Lag (``LAG``).  Without it a program polls for row ``r``'s statistics right after it
+    publishes its own, so every row costs a publish-and-poll round trip through the L2 (and
+    waits for the slowest partner) with nothing else in flight.  With it, the program publishes
+    row ``r + n_groups`` before it polls for row ``r``: its partners have had a whole row's
+    work to publish, and the wait overlaps the next row's exponentials.  The price is one more
+    chunk in registers (``p`` of the finished row, or for 16-bit inputs with ``HOLD_X`` the
+    input chunk, whose exponentials are computed again -- the same code on the same bits, so
+    the same values).
+
     Residency.  The host launches no more programs than the SMs hold at once: one per SM, or
-    up to ``COOP_LONG_PROGRAMS_PER_SM`` (``_FAST``) for long float32 rows, capped by what the compiled
+    up to COOP_LONG's ``per_sm`` for long float32 rows, capped by what the compiled
     kernel's registers, threads and shared memory allow (``_resident_per_sm``), so on an
     otherwise idle GPU every program is resident and partners publish within microseconds
     of each other.  If that fails (another kernel holding SMs,
@@ -592,38 +669,40 @@ def _softmax_cooperative_kernel(
     in_row = cols < n_cols
     # 64-bit offsets: row * stride can pass 2**31.  The host makes n_groups <= n_rows.
     first = tl.zeros([], tl.int64) + group
-    x = tl.load(X + first * stride_xr + cols, mask=in_row, other=float("-inf"))
+    x = _load_chunk(X, first, n_rows, n_cols, stride_xr, cols)
+    if LAG:
+        # The first row is published before the loop; each iteration then publishes the row
+        # after the one it finishes (LAG requires COOP).
+        m_c, p, l_c = _chunk_stats(x.to(tl.float32), PRECISE)
+        _coop_publish(SLOTS + first * n_chunks, c, m_c, l_c, first < n_rows)
+        if HOLD_X:
+            p = x
+        x = _load_chunk(X, first + n_groups, n_rows, n_cols, stride_xr, cols)
     for row in range(group, n_rows, n_groups):
         row64 = tl.zeros([], tl.int64) + row  # row is a plain int when interpreted
-        nxt = row64 + n_groups
-        # Issued before any work on this row, so the memory system stays busy while this
-        # program computes and waits for its partners.  Past the last row: an empty mask.
-        next_cols = tl.where(nxt < n_rows, n_cols, 0)
-        x_next = tl.load(X + nxt * stride_xr + cols, mask=cols < next_cols, other=float("-inf"))
-        m_c, p, l_c = _chunk_stats(x.to(tl.float32), PRECISE)
-        shift = safe_max(m_c)
-        l = l_c.to(tl.float64)
-        if COOP:
-            slots = SLOTS + row64 * n_chunks
-            tl.atomic_xchg(slots + c, _pack_stats(m_c, l_c), sem="relaxed", scope="gpu")
-            if WRITE_Y:
-                shift, l = _cooperative_row_stats(X + row64 * stride_xr, slots, n_cols, n_chunks, c, m_c, l_c,
-                                                  spin_limit, CHUNK, BLOCK_S, PRECISE)
-            elif c == 0:  # only the LSE is wanted: one member per group merges
-                shift, l = _cooperative_row_stats(X + row64 * stride_xr, slots, n_cols, n_chunks, c, m_c, l_c,
-                                                  spin_limit, CHUNK, BLOCK_S, PRECISE)
-        if WRITE_Y:
-            # exp(m_c - shift) / l: 0 for an all -inf chunk or row (l = 0 read as 1), NaN
-            # when l is; exactly 1 / l for the chunk holding the maximum.
-            scale = tl.exp(m_c.to(tl.float64) - shift.to(tl.float64)) / tl.where(l == 0.0, 1.0, l)
-            if PRECISE:
-                y = _times_f64(p, scale)
-            else:
-                y = p * scale.to(tl.float32)
-            tl.store(Y + row64 * stride_yr + cols, y.to(Y.dtype.element_ty), mask=in_row)
-        if WRITE_LSE:
-            if c == 0:
-                tl.store(LSE + row64, _lse(shift.to(tl.float64), l).to(tl.float32))
+        # The next load is issued before any work on this row, so the memory system stays
+        # busy while this program computes and waits for its partners.
+        if LAG:
+            ahead = row64 + n_groups
+            x_next = _load_chunk(X, ahead + n_groups, n_rows, n_cols, stride_xr, cols)
+            m_a, p_a, l_a = _chunk_stats(x.to(tl.float32), PRECISE)
+            _coop_publish(SLOTS + ahead * n_chunks, c, m_a, l_a, ahead < n_rows)
+            p_row = p
+            if HOLD_X:
+                p_a = x
+                p_row = _exp(p.to(tl.float32), safe_max(m_c), PRECISE)  # as _chunk_stats computed it
+            _coop_finish(X + row64 * stride_xr, Y + row64 * stride_yr, LSE + row64, SLOTS + row64 * n_chunks,
+                         n_cols, n_chunks, c, cols, in_row, p_row, m_c, l_c, spin_limit,
+                         CHUNK, BLOCK_S, COOP, PRECISE, WRITE_Y, WRITE_LSE)
+            m_c, p, l_c = m_a, p_a, l_a
+        else:
+            x_next = _load_chunk(X, row64 + n_groups, n_rows, n_cols, stride_xr, cols)
+            m_c, p, l_c = _chunk_stats(x.to(tl.float32), PRECISE)
+            if COOP:
+                _coop_publish(SLOTS + row64 * n_chunks, c, m_c, l_c, row64 < n_rows)
+            _coop_finish(X + row64 * stride_xr, Y + row64 * stride_yr, LSE + row64, SLOTS + row64 * n_chunks,
+                         n_cols, n_chunks, c, cols, in_row, p, m_c, l_c, spin_limit,
+                         CHUNK, BLOCK_S, COOP, PRECISE, WRITE_Y, WRITE_LSE)
         x = x_next
 
 
@@ -645,17 +724,19 @@ class _Plan(NamedTuple):
     chunk: int = 0  # split: columns per chunk
     num_chunks: int = 1  # split, cooperative: programs per row
     groups: int = 0  # cooperative: rows in flight
+    lag: bool = False  # cooperative, several chunks a row: publish a row ahead of the poll
     lanes: bool = False  # online, split: per-lane statistics in the first sweep
     keep_p: bool = False  # online, precise float32: the first sweep writes exp(x - m_b) for the second
 
 
 def _wants_cooperative(n_cols: int, dtype: torch.dtype, precise: bool) -> bool:
     """Rows for which the cooperative schedule is the default on a GPU: float32 rows of
-    8193..COOP_LONG_MAX on the precise path, 16385..COOP_LONG_MAX on the fast one.  For rows of 8193..16384 the single-pass kernel
+    8193..COOP_LONG_MAX on the precise path, 16385..COOP_LONG_MAX on the fast one.  For rows
+    of 8193..16384 the single-pass kernel
     needs ~118 registers a thread at 16 warps, one program per SM, and nothing overlaps its
     load, its accurate exponentials and its store; the cooperative kernel with one chunk per
     row prefetches the next row.  Longer rows are split into chunks held by several programs
-    a SM (see COOP_LONG_CHUNK), on the fast path too (its single pass is at copy speed up to
+    a SM (see COOP_LONG), on the fast path too (its single pass is at copy speed up to
     16384).  16-bit rows, and longer rows, keep the online and split schedules (see
     COOP_CHUNK).
     """
@@ -670,15 +751,13 @@ def _cooperative_plan(n_rows: int, n_cols: int, dtype: torch.dtype, sms: int, pr
     elements).  ``groups`` assumes ``per_sm`` programs fit on a SM; the launch lowers it to
     what the compiled kernel's registers allow (_resident_per_sm)."""
     long_rows = dtype == torch.float32 and n_cols > MAX_SINGLE_BLOCK
-    chunk = TUNING["coop_chunk"] or (COOP_LONG_CHUNK if long_rows else COOP_CHUNK[dtype])
+    launch = long_row_launch(n_cols, precise) if long_rows else None
+    chunk = TUNING["coop_chunk"] or (launch.chunk if launch else COOP_CHUNK[dtype])
     if chunk < 1 or chunk & (chunk - 1):
         raise ValueError(f"TUNING['coop_chunk'] must be a power of two, got {chunk}")
     chunk = min(chunk, triton.next_power_of_2(n_cols))
     num_chunks = triton.cdiv(n_cols, chunk)
-    per_sm = 1
-    if long_rows:
-        per_sm = COOP_LONG_PROGRAMS_PER_SM if precise else COOP_LONG_PROGRAMS_PER_SM_FAST
-    per_sm = int(_tuned("coop_programs_per_sm", per_sm))
+    per_sm = int(_tuned("coop_programs_per_sm", launch.per_sm if launch else 1))
     slots = sms * per_sm
     if num_chunks > slots:
         return None
@@ -690,12 +769,14 @@ def _cooperative_plan(n_rows: int, n_cols: int, dtype: torch.dtype, sms: int, pr
         # number of groups may run (a persistent single pass).
         cap = slots // num_chunks if num_chunks > 1 else n_rows
         groups = min(cap, int(TUNING["coop_groups"]))
-    num_warps = TUNING["coop_warps"] or (COOP_LONG_WARPS if long_rows else max(1, min(COOP_WARPS, chunk // 512)))
-    return _Plan("cooperative", block=chunk, num_warps=num_warps, num_chunks=num_chunks, groups=max(1, groups))
+    num_warps = TUNING["coop_warps"] or (launch.warps if launch else max(1, min(COOP_WARPS, chunk // 512)))
+    lag = num_chunks > 1 and bool(_tuned("coop_lag", launch.lag if launch else False))
+    return _Plan("cooperative", block=chunk, num_warps=num_warps, num_chunks=num_chunks, groups=max(1, groups),
+                 lag=lag)
 
 
 def _plan(n_rows: int, n_cols: int, dtype: torch.dtype, sms: int, interpreted: bool, l2_bytes: int,
-          block_size: int | None, num_chunks: int | None, precise: bool) -> _Plan:
+          block_size: int | None, num_chunks: int | None, precise: bool, cooperative_ok: bool = True) -> _Plan:
     precise = dtype == torch.float32 and precise
     block = block_size if block_size is not None else MAX_SINGLE_BLOCK
     if block < 1 or block & (block - 1):
@@ -706,7 +787,7 @@ def _plan(n_rows: int, n_cols: int, dtype: torch.dtype, sms: int, interpreted: b
     # takes the cooperative one only when TUNING forces it: it is correct there (a program
     # that waits in vain rebuilds its partners' statistics) but reads rows many times.
     coop = TUNING["cooperative"]
-    if block_size is None and num_chunks is None and coop is not False:
+    if cooperative_ok and block_size is None and num_chunks is None and coop is not False:
         if coop or (not interpreted and _wants_cooperative(n_cols, dtype, precise)):
             plan = _cooperative_plan(n_rows, n_cols, dtype, sms, precise)
             if plan is not None:
@@ -772,7 +853,8 @@ def schedule_for(n_rows: int, n_cols: int, dtype: torch.dtype, device: torch.dev
 
     ``"rows"`` single pass, ``"online"`` one program per row, ``"split"`` split rows in two
     kernels, ``"cooperative"`` cooperative split rows (on a GPU by default only for float32
-    rows of 8193..262144 on the precise path and 16385..262144 on the fast one, see
+    rows of 8193..1M on the precise path and 16385..1M on the fast one, where the rows fill
+    the resident programs, see
     ``_wants_cooperative``; never under the
     interpreter unless ``TUNING["cooperative"]`` is True).  The arguments
     are those of :func:`softmax`; ``sms`` and ``interpreted`` replace what ``device`` and the
@@ -799,8 +881,13 @@ def _launch(x2: torch.Tensor, y2: torch.Tensor | None, lse: torch.Tensor | None,
     lse_arg = lse if write_lse else x2
     stride_y = y2.stride(0) if write_y else 0
     interpreted = interpreting()
-    plan = _plan(n_rows, n_cols, x2.dtype, num_sms(x2.device), interpreted, _l2_bytes(x2.device),
+    plan_args = (n_rows, n_cols, x2.dtype, num_sms(x2.device), interpreted, _l2_bytes(x2.device),
                  block_size, num_chunks, precise)
+    plan = _plan(*plan_args)
+    if plan.name == "cooperative":
+        if _launch_cooperative(plan, x2, y_arg, lse_arg, stride_y, precise, write_y, write_lse, interpreted):
+            return
+        plan = _plan(*plan_args, cooperative_ok=False)
     flags = dict(PRECISE=precise, WRITE_Y=write_y, WRITE_LSE=write_lse, num_warps=plan.num_warps)
     # The streamed schedules read a row twice: ask the L2 to keep the first sweep's lines and
     # to drop the second sweep's reads and the output first.  Measured on the H200 (16:26 UTC,
@@ -838,23 +925,34 @@ def _launch(x2: torch.Tensor, y2: torch.Tensor | None, lse: torch.Tensor | None,
             BLOCK_N=plan.block, BLOCK_C=max(2, triton.next_power_of_2(plan.num_chunks)), **flags,
             DROP=hints["DROP"],
         )
-    else:
-        coop = plan.num_chunks > 1
-        # A fresh slot per (row, chunk) every launch, all "unpublished": nothing is reused, so
-        # no reset can race with a late reader (and CUDA graphs replay the fill too).
-        slots = torch.full((n_rows * plan.num_chunks if coop else 1,), _COOP_EMPTY,
-                           device=x2.device, dtype=torch.int64)
-        args = (x2, y_arg, lse_arg, slots, n_rows, n_cols, x2.stride(0), stride_y, plan.num_chunks,
-                _INTERPRETER_SPINS if interpreted else COOP_SPIN_LIMIT)
-        consts = dict(CHUNK=plan.block, BLOCK_S=max(32 * plan.num_warps, triton.next_power_of_2(plan.num_chunks)),
-                      COOP=coop, **flags)
-        groups = plan.groups
-        if coop and not interpreted:
-            # Partners must be resident together: no more groups than the SMs hold at once.
-            fit = _resident_per_sm(x2.device, args, consts)
-            if fit:
-                groups = max(1, min(groups, fit * num_sms(x2.device) // plan.num_chunks))
-        _softmax_cooperative_kernel[(groups * plan.num_chunks,)](*args, **consts)
+
+
+def _launch_cooperative(plan: _Plan, x2: torch.Tensor, y_arg: torch.Tensor, lse_arg: torch.Tensor, stride_y: int,
+                        precise: bool, write_y: bool, write_lse: bool, interpreted: bool) -> bool:
+    """Launch the cooperative kernel for ``plan``; False (nothing launched) where the compiled
+    kernel cannot hold a row's programs on the GPU at once (a row would wait on partners that
+    are not resident: each poll would time out and rebuild them)."""
+    n_rows, n_cols = x2.shape
+    coop = plan.num_chunks > 1
+    # A fresh slot per (row, chunk) every launch, all "unpublished": nothing is reused, so
+    # no reset can race with a late reader (and CUDA graphs replay the fill too).
+    slots = torch.full((n_rows * plan.num_chunks if coop else 1,), _COOP_EMPTY, device=x2.device, dtype=torch.int64)
+    args = (x2, y_arg, lse_arg, slots, n_rows, n_cols, x2.stride(0), stride_y, plan.num_chunks,
+            _INTERPRETER_SPINS if interpreted else COOP_SPIN_LIMIT)
+    consts = dict(CHUNK=plan.block, BLOCK_S=max(32 * plan.num_warps, triton.next_power_of_2(plan.num_chunks)),
+                  COOP=coop, LAG=plan.lag, HOLD_X=plan.lag and x2.element_size() < 4,
+                  PRECISE=precise, WRITE_Y=write_y, WRITE_LSE=write_lse, num_warps=plan.num_warps)
+    groups = plan.groups
+    if coop and not interpreted:
+        # Partners must be resident together: no more groups than the SMs hold at once.
+        fit = _resident_per_sm(x2.device, args, consts)
+        if fit:
+            sms = num_sms(x2.device)
+            if fit * sms < plan.num_chunks:
+                return False
+            groups = max(1, min(groups, fit * sms // plan.num_chunks))
+    _softmax_cooperative_kernel[(groups * plan.num_chunks,)](*args, **consts)
+    return True
 
 
 _RESIDENT_PER_SM: dict = {}

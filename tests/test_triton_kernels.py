@@ -648,19 +648,22 @@ SCHEDULE_CASES = [
     (4096, 9000, F32, {}, "cooperative"),  # precise float32 rows of 8193..16384: one chunk a row
     (4096, 16384, F32, {}, "cooperative"),
     (4096, 16384, F32, {"precise": False}, "rows"),  # the fast single pass is bandwidth-bound
-    (1024, 65536, F32, {"precise": False}, "cooperative"),  # as on the precise path, 4 programs a SM
-    (64, 1 << 20, F32, {"precise": False}, "split"),
+    (1024, 65536, F32, {"precise": False}, "cooperative"),  # launched per path and length: COOP_LONG
+    (64, 1 << 20, F32, {"precise": False}, "cooperative"),
+    (4, 1 << 20, F32, {"precise": False}, "split"),  # 4 x 128 chunks: too few to fill 4 a SM
     (4096, 16384, BF16, {}, "rows"),
     # longer rows: the exchange between programs lost to a second read on the H200
     (2048, 32768, BF16, {}, "online"),
     (1024, 65536, BF16, {}, "online"),
     (1024, 65536, F16, {}, "online"),
-    # precise float32 rows of 16385..262144: chunks of 4096, several programs a SM
+    # precise float32 rows of 16385..1M: chunks of 4096, several programs a SM
     (2048, 32768, F32, {}, "cooperative"),
     (1024, 65536, F32, {}, "cooperative"),
     (256, 262144, F32, {}, "cooperative"),
-    (4, 262145, F32, {}, "split"),
-    (64, 1 << 20, F32, {}, "split"),
+    (4, 262145, F32, {}, "split"),  # 4 x 65 chunks do not fill 3 a SM
+    (64, 1 << 20, F32, {}, "cooperative"),
+    (1, 1 << 20, F32, {}, "split"),
+    (64, (1 << 20) + 1, F32, {}, "split"),
     (64, 1 << 20, BF16, {}, "split"),
     (3, 100003, F32, {}, "split"),
     (16, 1 << 22, F32, {}, "split"),
@@ -765,6 +768,24 @@ def test_softmax_cooperative_forced(n, chunk, dtype, tuning, coop_grids):
     torch.testing.assert_close(y, softmax(x), rtol=4 * eps, atol=torch.finfo(dtype).tiny, equal_nan=True)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("precise", [True, False])
+def test_softmax_cooperative_lag_same_bits(dtype, precise, tuning, coop_grids):
+    # Publishing a row ahead of the poll changes the order of work, not the arithmetic: the
+    # same bits as without it, over several rows a group (3 chunks a row: 1 group of 9 rows
+    # under the interpreter's 4 SMs), special rows included, LSE-only launches too.
+    tuning.update(cooperative=True, coop_chunk=128)
+    x = special_rows(300, dtype)
+    plain = softmax(x, return_lse=True, precise=precise)
+    plain_lse = softmax_lse(x)
+    tuning["coop_lag"] = True
+    lagged = softmax(x, return_lse=True, precise=precise)
+    assert all(torch.equal(a.nan_to_num(7.0), b.nan_to_num(7.0)) and torch.equal(a.isnan(), b.isnan())
+               for a, b in zip(plain, lagged))
+    torch.testing.assert_close(softmax_lse(x), plain_lse, rtol=0, atol=0, equal_nan=True)
+    assert len(coop_grids) == 4
+
+
 def test_softmax_cooperative_rows_per_group(tuning, coop_grids):
     # More rows than groups, strided rows, leading dims: each group walks several rows and
     # prefetches past the last one.
@@ -835,7 +856,7 @@ def test_gpu_cooperative_sizes(n, dtype, tuning, coop_grids):
     y, lse = softmax(x, return_lse=True)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     long_rows = dtype == torch.float32 and n > MAX_SINGLE_BLOCK
-    per_sm = triton_softmax.COOP_LONG_PROGRAMS_PER_SM if long_rows else 1
+    per_sm = triton_softmax.long_row_launch(n, True).per_sm if long_rows else 1
     assert len(coop_grids) == 1 and coop_grids[0][0] <= per_sm * sms
     # by default only precise float32 rows of up to COOP_LONG_MAX take it, long ones where
     # the rows fill the grid (1M: split rows)
@@ -869,6 +890,8 @@ def test_gpu_cooperative_special_rows(n, dtype, tuning, coop_grids):
 @pytest.mark.parametrize("variant", [
     {"coop_chunk": 4096, "coop_warps": 8}, {"coop_chunk": 8192, "coop_warps": 32},
     {"coop_chunk": 16384, "coop_warps": 32}, {"coop_chunk": 2048, "coop_warps": 4}, {"coop_groups": 1},
+    {"coop_lag": True}, {"coop_lag": True, "coop_chunk": 4096, "coop_warps": 4, "coop_programs_per_sm": 4},
+    {"coop_lag": True, "coop_groups": 1},
 ], ids=str)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_gpu_cooperative_variants(variant, dtype, tuning, coop_grids):
@@ -898,26 +921,39 @@ def test_gpu_cooperative_default_dispatch(tuning, coop_grids):
     softmax(x)
     assert len(coop_grids) == 1
     tuning["cooperative"] = None
-    # precise float32 rows past MAX_SINGLE_BLOCK: chunks of COOP_LONG_CHUNK, several programs a
-    # SM, but no more than the compiled kernel lets a SM hold at once
-    long = randn(512, 65536, scale=3.0)
-    y = softmax(long)
-    chunks = 65536 // triton_softmax.COOP_LONG_CHUNK
+    # float32 rows past MAX_SINGLE_BLOCK: COOP_LONG's launch for the path and length, several
+    # programs a SM, but no more than the compiled kernel lets a SM hold at once
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    consts = [dict(k[1]) for k in triton_softmax._RESIDENT_PER_SM]
-    fit = [v for c, v in zip(consts, triton_softmax._RESIDENT_PER_SM.values())
-           if c["CHUNK"] == triton_softmax.COOP_LONG_CHUNK and c["num_warps"] == triton_softmax.COOP_LONG_WARPS
-           and c["WRITE_Y"] and not c["WRITE_LSE"]]
-    assert len(fit) == 1 and isinstance(fit[0], int) and 1 <= fit[0] <= 32  # Triton reported the registers
-    (grid,) = coop_grids[1]
-    assert grid % chunks == 0 and grid <= min(fit[0], triton_softmax.COOP_LONG_PROGRAMS_PER_SM) * sms
-    assert grid > sms or fit[0] == 1
-    assert_softmax_close(y, long)
-    # the fast path takes the same launch shape, with up to 4 programs a SM
-    y = softmax(long, precise=False)
-    (grid,) = coop_grids[2]
-    assert grid % chunks == 0 and sms < grid <= triton_softmax.COOP_LONG_PROGRAMS_PER_SM_FAST * sms
-    assert torch.allclose(y.double(), ref_softmax(long)[0], rtol=2e-5, atol=1e-30)
+    for n, precise in ((65536, True), (65536, False), (131072, False)):
+        long = randn((1 << 25) // n, n, scale=3.0)
+        y = softmax(long, precise=precise)
+        launch = triton_softmax.long_row_launch(n, precise)
+        chunks = n // launch.chunk
+        fit = [v for k, v in triton_softmax._RESIDENT_PER_SM.items()
+               if dict(k[1])["CHUNK"] == launch.chunk and dict(k[1])["num_warps"] == launch.warps
+               and dict(k[1])["LAG"] == launch.lag and dict(k[1])["PRECISE"] == precise
+               and dict(k[1])["WRITE_Y"] and not dict(k[1])["WRITE_LSE"]]
+        assert len(fit) == 1 and isinstance(fit[0], int) and 1 <= fit[0] <= 32  # Triton reported the registers
+        (grid,) = coop_grids[-1]
+        assert grid % chunks == 0 and grid <= min(fit[0], launch.per_sm) * sms
+        assert grid > sms or fit[0] == 1
+        if precise:
+            assert_softmax_close(y, long)
+        else:
+            assert torch.allclose(y.double(), ref_softmax(long)[0], rtol=2e-5, atol=1e-30)
+    assert len(coop_grids) == 4
+
+
+@gpu
+def test_gpu_cooperative_falls_back_where_partners_cannot_be_resident(monkeypatch, coop_grids):
+    # A 1M row in 256 chunks needs 256 programs resident at once; if the compiled kernel let a
+    # SM hold only one (fewer SMs than chunks), the launch takes the split schedule instead.
+    x = special_rows(1 << 20, torch.float32, rows=64)
+    assert schedule_for(64, 1 << 20, torch.float32, x.device) == "cooperative"
+    monkeypatch.setattr(triton_softmax, "_resident_per_sm", lambda *args: 1)
+    y, lse = softmax(x, return_lse=True)
+    assert coop_grids == []
+    check_special_rows(x, y, lse)
 
 
 @gpu
