@@ -53,10 +53,15 @@ from kernels.triton_support import (
     sum_compensated,
 )
 
-__all__ = ["softmax", "softmax_lse", "schedule_for", "MAX_SINGLE_BLOCK", "SCHEDULES"]
+__all__ = ["softmax", "softmax_lse", "schedule_for", "MAX_SINGLE_BLOCK", "MAX_SINGLE_BLOCK_16", "SCHEDULES"]
 
-#: Rows up to this length are done in one pass from registers.
+#: float32 rows up to this length are done in one pass from registers.
 MAX_SINGLE_BLOCK = 16384
+#: 16-bit rows up to this length too (16 warps, 32 elements a thread): on the H200 79-80% of
+#: copy bandwidth at N = 32768 against 72% for the online schedule (2026-11-30, two rounds,
+#: bf16 and fp16, ``bench/softmax.py --sweep --variants rows_b``); at 65536 the single pass lost
+#: (54-71% against 75-77%).
+MAX_SINGLE_BLOCK_16 = 32768
 #: Block width of the split-row schedule, and of the online (one program per row) one.
 STREAM_BLOCK = 4096
 ONLINE_BLOCK = 8192
@@ -87,6 +92,9 @@ class LongRowLaunch(NamedTuple):
 #: row, launched per path (precise or fast) and row length by the first entry that holds the
 #: row.  Measured on the H200 with ``bench/softmax.py --sweep``, % of copy bandwidth:
 #:
+#: * precise, up to 65536: 2048-wide chunks at 2 warps, 8 a SM (about 6 resident): 77.6-78.6% at
+#:   32768, 77.0-77.1% at 65536 (08:1x, two rounds), against 72.7-73.6% and 72.7-73.0% for the
+#:   shape below; at 131072 level with it (72.3-72.8% against 71.6-72.3%).
 #: * precise, up to 262144: 4096-wide chunks at 4 warps, 3 a SM (2026-11-30 04:22, two rounds):
 #:   68-69% at N = 32768..131072 and 62.5% at 262144, against 50-58% for the online schedule
 #:   (bound by the accurate exponentials, which more programs a SM overlap with the memory
@@ -104,7 +112,8 @@ class LongRowLaunch(NamedTuple):
 #: rows keep the online and split schedules: no cooperative variant beat them in the same
 #: sweeps (bf16 best 58-64% against 72-75% online at 32768 and 65536).
 COOP_LONG = {
-    True: (LongRowLaunch(262144, 4096, 4, 3, False), LongRowLaunch(1 << 20, 4096, 4, 3, True)),
+    True: (LongRowLaunch(65536, 2048, 2, 8, False), LongRowLaunch(262144, 4096, 4, 3, False),
+           LongRowLaunch(1 << 20, 4096, 4, 3, True)),
     False: (LongRowLaunch(65536, 4096, 2, 8, False), LongRowLaunch(262144, 2048, 4, 5, True),
             LongRowLaunch(1 << 20, 8192, 4, 4, True)),
 }
@@ -729,6 +738,11 @@ class _Plan(NamedTuple):
     keep_p: bool = False  # online, precise float32: the first sweep writes exp(x - m_b) for the second
 
 
+def _single_block(dtype: torch.dtype) -> int:
+    """The longest row the single-pass kernel holds by default."""
+    return MAX_SINGLE_BLOCK if dtype == torch.float32 else MAX_SINGLE_BLOCK_16
+
+
 def _wants_cooperative(n_cols: int, dtype: torch.dtype, precise: bool) -> bool:
     """Rows for which the cooperative schedule is the default on a GPU: float32 rows of
     8193..COOP_LONG_MAX on the precise path, 16385..COOP_LONG_MAX on the fast one.  For rows
@@ -778,7 +792,7 @@ def _cooperative_plan(n_rows: int, n_cols: int, dtype: torch.dtype, sms: int, pr
 def _plan(n_rows: int, n_cols: int, dtype: torch.dtype, sms: int, interpreted: bool, l2_bytes: int,
           block_size: int | None, num_chunks: int | None, precise: bool, cooperative_ok: bool = True) -> _Plan:
     precise = dtype == torch.float32 and precise
-    block = block_size if block_size is not None else MAX_SINGLE_BLOCK
+    block = block_size if block_size is not None else _single_block(dtype)
     if block < 1 or block & (block - 1):
         raise ValueError(f"block_size must be a power of two, got {block}")
     n_pow2 = triton.next_power_of_2(n_cols)
@@ -1026,7 +1040,8 @@ def softmax(x: torch.Tensor, *, return_lse: bool = False, block_size: int | None
         return_lse: also return ``logsumexp`` over the last dimension: float32, shape
             ``x.shape[:-1]``, ``-inf`` for all ``-inf`` rows, NaN for rows with NaN or ``+inf``.
         block_size: power of two; rows longer than this are streamed in blocks of this width
-            (the online schedule) instead of being held whole (default ``MAX_SINGLE_BLOCK``).
+            (the online schedule) instead of being held whole (default ``MAX_SINGLE_BLOCK``,
+            ``MAX_SINGLE_BLOCK_16`` for 16-bit rows).
             Mainly for tests: a small value exercises the streaming paths on small inputs.
             Given (or ``num_chunks`` given), the cooperative schedule is not taken.
         num_chunks: for streamed rows, how many programs share one row (1: the online
