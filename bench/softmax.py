@@ -116,10 +116,14 @@ def sweep_variants(n: int, dtype_name: str):
     if n >= 32768:
         # publish a row ahead of the poll (coop_lag), over launch shapes of the long-row
         # cooperative schedule; the launch caps programs a SM at what the registers allow
-        paths = [("lag", {}), ("fast_lag", {"precise": False})] if dtype_name == "fp32" else [("lag16", {})]
+        # (lagn: without the early poll; lag16x: 16-bit holding exponentials, not the input)
+        early, late = {"coop_early_poll": True}, {"coop_early_poll": False}
+        paths = ([("lag", {}, early), ("lagn", {}, late), ("fast_lag", {"precise": False}, early)]
+                 if dtype_name == "fp32" else
+                 [("lag16", {}, early), ("lag16n", {}, late), ("lag16x", {}, {"coop_hold_x": False, **early})])
         variants += [(f"{tag}_pps{k}_c{c}_w{w}", kw, {"cooperative": True, "coop_lag": True, "coop_chunk": c,
-                                                       "coop_warps": w, "coop_programs_per_sm": k})
-                     for tag, kw in paths
+                                                       "coop_warps": w, "coop_programs_per_sm": k, **extra})
+                     for tag, kw, extra in paths
                      for k, c, w in ((3, 4096, 4), (4, 4096, 4), (4, 4096, 8), (4, 8192, 8), (4, 8192, 4),
                                      (5, 2048, 4), (6, 2048, 4), (8, 2048, 4), (8, 2048, 2))]
         # the narrow launch shapes without the lag

@@ -19,11 +19,9 @@ Four schedules compute the same function:
 * **cooperative split rows** -- a persistent grid in which groups of programs share
   a row, each holding its chunk in registers; the programs of a group exchange their
   chunks' ``(m, l)`` through global memory, so every element is read once and written
-  once (see ``_softmax_cooperative_kernel``).  By default it runs only for float32: one
-  chunk per row for precise rows of 8193..16384 (``COOP_CHUNK``), and chunks held by
-  several programs a SM for rows of 16385..1M (``COOP_LONG``, launched per path and row
-  length).  For 16-bit rows the exchange cost more than the second read it saves on the
-  H200.
+  once (see ``_softmax_cooperative_kernel``).  By default it runs for one for precise float32 rows of 8193..16384 (``COOP_CHUNK``), and chunks held by
+  several programs a SM for float32 rows of 16385..1M and 16-bit rows of 65537..1M
+  (``COOP_LONG``, launched per path and row length).
 
 :func:`schedule_for` says which schedule a call takes.
 
@@ -72,58 +70,80 @@ ONLINE_BLOCK = 8192
 #: default only where it won: float32 rows of 8193..16384 on the precise path, as one
 #: 16384-wide chunk (S = 1, no exchange: a persistent single pass that prefetches its next
 #: row) at 32 warps, 76.6% of copy bandwidth against 62.7% for the single-pass kernel.
-#: Split over several programs it lost everywhere: the exchange costs more than the
-#: second read it saves (fp32 N=65536: 45% vs 53% online; bf16 N=65536: 35% vs 70%;
-#: N=1M: 41% vs 50% split, bf16 30% vs 52%).
+#: Split over several programs, at one program a SM, it lost everywhere then (fp32 N=65536:
+#: 45% vs 53% online; bf16 N=65536: 35% vs 70%; N=1M: 41% vs 50% split, bf16 30% vs 52%); with
+#: several programs a SM it wins on long rows (COOP_LONG).
 COOP_CHUNK = {torch.float32: 16384, torch.float16: 8192, torch.bfloat16: 8192}
 COOP_WARPS = 32
 
 
 class LongRowLaunch(NamedTuple):
-    """The cooperative launch for float32 rows of up to ``max_cols`` past MAX_SINGLE_BLOCK."""
+    """The cooperative launch for rows of up to ``max_cols`` (see COOP_LONG)."""
     max_cols: int
     chunk: int  # elements a program holds
     warps: int
     per_sm: int  # programs a SM at most (the launch caps it at what the registers allow)
-    lag: bool  # publish a row ahead of the poll (see _softmax_cooperative_kernel)
+    lag: bool = False  # publish a row ahead of the poll (see _softmax_cooperative_kernel)
+    early_poll: bool = False  # with the lag: first read of the slots at the top of the iteration
 
 
-#: Float32 rows of 16385..COOP_LONG_MAX take the cooperative schedule with several chunks a
-#: row, launched per path (precise or fast) and row length by the first entry that holds the
-#: row.  Measured on the H200 with ``bench/softmax.py --sweep``, % of copy bandwidth:
+#: Long rows take the cooperative schedule with several chunks a row, launched per path
+#: (precise float32, fast float32, 16-bit) and row length by the first entry that holds the
+#: row; rows of up to COOP_LONG_MIN stay on the other schedules.  Measured on the H200 with
+#: ``bench/softmax.py --sweep`` (2026-11-30, two rounds each), % of copy bandwidth:
 #:
 #: * precise, up to 65536: 2048-wide chunks at 2 warps, 8 a SM (about 6 resident): 77.6-78.6% at
-#:   32768, 77.0-77.1% at 65536 (08:1x, two rounds), against 72.7-73.6% and 72.7-73.0% for the
-#:   shape below; at 131072 level with it (72.3-72.8% against 71.6-72.3%).
-#: * precise, up to 262144: 4096-wide chunks at 4 warps, 3 a SM (2026-11-30 04:22, two rounds):
-#:   68-69% at N = 32768..131072 and 62.5% at 262144, against 50-58% for the online schedule
-#:   (bound by the accurate exponentials, which more programs a SM overlap with the memory
-#:   traffic); at 07:2x (two rounds) 71-73% and 67%.  With the lag they read 63-66%.
-#: * precise, up to 1M: the same shape with the lag, 61% at N = 1M (07:2x, two rounds; 1 group
-#:   of 256 programs) against 53% for the split schedule.
-#: * fast, up to 65536: 4096-wide chunks at 2 warps, 8 a SM (4 resident): 91.5% at 32768, 89.4%
-#:   at 65536 (07:2x, two rounds), against 83.5% and 80.3% at 4 warps (3 resident).
-#: * fast, up to 262144: 2048-wide chunks at 4 warps with the lag, 5 a SM (4.85 resident): 85.5%
-#:   at 131072 and 85.0% at 262144, against 76% and 69.5%; without the lag 67% and 60%.
-#: * fast, up to 1M: 8192-wide chunks at 4 warps with the lag, 4 a SM (2 resident): 73.8% at
-#:   1M against 61.4% for the split schedule.
+#:   32768, 77.0-77.1% at 65536 (07:2x), against 72.7-73.6% and 72.7-73.0% for the shape below;
+#:   level with it at 131072.
+#: * precise, up to 262144: 4096-wide chunks at 4 warps, 3 a SM (04:22): 68-69% at
+#:   N = 32768..131072 and 62.5% at 262144, against 50-58% for the online schedule (bound by
+#:   the accurate exponentials, which more programs a SM overlap with the memory traffic);
+#:   71-72% and 67% at 07:2x.  With the lag they read 63-66%.
+#: * precise, up to 1M: the same with the lag, 61% at N = 1M (07:2x, two calls; 1 group of 256
+#:   programs) against 53% for the split schedule; with the early poll too, 52%.
+#: * fast, up to 65536: 4096-wide chunks at 2 warps, 8 a SM (4 resident): 86-92% at 32768 (the
+#:   rounds of one input agree, inputs differ), 89-90% at 65536, against 78-83% and 80% at 4
+#:   warps (3 resident).
+#: * fast, up to 262144: 2048-wide chunks at 4 warps with the lag and the early poll, 5 a SM
+#:   (4.85 resident): 85-86% at 131072, 84% at 262144 (07:5x), against 76% and 69.5% before.
+#: * fast, up to 1M: 8192-wide chunks at 4 warps, lag, early poll, 4 a SM (2 resident): 78.4-78.8%
+#:   at 1M (07:5x; 73.8% without the early poll) against 61.4% for the split schedule.
+#: * 16-bit, 65537 to 1M: 8192-wide chunks at 4 warps, lag, early poll, 4 a SM (2 resident),
+#:   the input chunk held: bf16 / fp16 68% / 70% at 131072 against 56% online, 64% / 67.5% at 1M
+#:   against 44-58% split (07:5x); at 262144 both it and the split schedule swing between
+#:   inputs (bf16 67%/49% against 59%/43%).  Without the early poll bf16 read 44% on the
+#:   narrow shapes.  At 65536 the online schedule keeps it (74-77%).
 #:
-#: At N = 16384 the one-chunk schedule above stays faster (precise; 79% against 70%).  16-bit
-#: rows keep the online and split schedules: no cooperative variant beat them in the same
-#: sweeps (bf16 best 58-64% against 72-75% online at 32768 and 65536).
+#: At N = 16384 the precise path's one-chunk schedule stays faster (79% against 70%).
 COOP_LONG = {
-    True: (LongRowLaunch(65536, 2048, 2, 8, False), LongRowLaunch(262144, 4096, 4, 3, False),
-           LongRowLaunch(1 << 20, 4096, 4, 3, True)),
-    False: (LongRowLaunch(65536, 4096, 2, 8, False), LongRowLaunch(262144, 2048, 4, 5, True),
-            LongRowLaunch(1 << 20, 8192, 4, 4, True)),
+    "precise": (LongRowLaunch(65536, 2048, 2, 8), LongRowLaunch(262144, 4096, 4, 3),
+                LongRowLaunch(1 << 20, 4096, 4, 3, lag=True)),
+    "fast": (LongRowLaunch(65536, 4096, 2, 8), LongRowLaunch(262144, 2048, 4, 5, lag=True, early_poll=True),
+             LongRowLaunch(1 << 20, 8192, 4, 4, lag=True, early_poll=True)),
+    "16-bit": (LongRowLaunch(1 << 20, 8192, 4, 4, lag=True, early_poll=True),),
 }
+#: Rows up to this length (per path) are not long rows.
+COOP_LONG_MIN = {"precise": MAX_SINGLE_BLOCK, "fast": MAX_SINGLE_BLOCK, "16-bit": 65536}
 COOP_LONG_MAX = 1 << 20
 
 
-def long_row_launch(n_cols: int, precise: bool) -> LongRowLaunch:
-    """The COOP_LONG entry for float32 rows of ``n_cols`` (the last one past COOP_LONG_MAX)."""
-    table = COOP_LONG[bool(precise)]
+def long_row_path(dtype: torch.dtype, precise: bool) -> str:
+    """The COOP_LONG key of a call: "precise", "fast" (float32) or "16-bit"."""
+    if dtype != torch.float32:
+        return "16-bit"
+    return "precise" if precise else "fast"
+
+
+def long_row_launch(n_cols: int, dtype: torch.dtype, precise: bool) -> LongRowLaunch | None:
+    """The COOP_LONG entry for rows of ``n_cols`` (the last one past COOP_LONG_MAX), or None for
+    rows of up to COOP_LONG_MIN."""
+    path = long_row_path(dtype, precise)
+    if n_cols <= COOP_LONG_MIN[path]:
+        return None
+    table = COOP_LONG[path]
     return next((t for t in table if n_cols <= t.max_cols), table[-1])
+
+
 #: How many times a program of the cooperative schedule polls for its partners' statistics
 #: before it computes them itself from the input (a poll is an L2 round trip, ~1 us: tens of
 #: ms in all, against a few us for a partner to publish; see _softmax_cooperative_kernel).
@@ -138,11 +158,14 @@ SCHEDULES = ("rows", "online", "split", "cooperative")
 #: schedule, True takes it for every row it can hold (tests use this to run it on short
 #: rows and under the interpreter).  ``coop_chunk`` / ``coop_warps``: its chunk width and
 #: warps; ``coop_programs_per_sm``: programs a SM may hold when rows have several chunks (None:
-#: COOP_LONG's per_sm for float32 rows past MAX_SINGLE_BLOCK, else 1; more keep
+#: COOP_LONG's per_sm for long rows, else 1; more keep
 #: more rows in flight, and the launch caps them at what the compiled kernel lets a SM hold,
 #: since every partner must be resident at once); ``coop_groups``: this many groups (rows in
 #: flight).  ``coop_lag``: a program publishes its next row's statistics before it polls for
-#: this row's (see _softmax_cooperative_kernel; None: as COOP_LONG says, off for other rows).  ``rows_block_r``:
+#: this row's (see _softmax_cooperative_kernel; None: as COOP_LONG says, off for other rows);
+#: ``coop_hold_x``: with the lag, 16-bit inputs hold the input chunk, not its exponentials
+#: (None: on); ``coop_early_poll``: with the lag, the first read of a row's slots at the top of
+#: the iteration (None: as COOP_LONG says, on for other rows).  ``rows_block_r``:
 #: rows per program of the single-pass kernel.  ``l2_hints``: L2 eviction hints on the online
 #: and split schedules (None: on except for the precise float32 path that recomputes its
 #: exponentials).  ``lane_stats``: per-lane running statistics in their first sweep (never on the
@@ -152,7 +175,7 @@ SCHEDULES = ("rows", "online", "split", "cooperative")
 TUNING: dict = {"rows_warps": None, "stream_warps": None, "stream_block": None,
                 "online_programs_per_sm": None, "rows_block_r": None,
                 "cooperative": None, "coop_chunk": None, "coop_warps": None, "coop_groups": None,
-                "coop_programs_per_sm": None, "coop_lag": None,
+                "coop_programs_per_sm": None, "coop_lag": None, "coop_hold_x": None, "coop_early_poll": None,
                 "l2_hints": None, "lane_stats": None, "keep_p": None}
 
 
@@ -525,28 +548,36 @@ def _merge_f64(mc, lc):
 
 
 @triton.jit
-def _cooperative_row_stats(x_row, slots, n_cols, n_chunks, c, m_own, l_own, spin_limit,
-                           CHUNK: tl.constexpr, BLOCK_S: tl.constexpr, PRECISE: tl.constexpr):
-    """(shift, l in float64) of a row from its n_chunks published chunk statistics (chunk c
-    is ours).
-
-    Polls the slots at most spin_limit times; any chunk still unpublished after that is
-    computed here from the input, so the result never depends on a partner being resident.
-    """
+def _poll_slots(slots, n_chunks, c, BLOCK_S: tl.constexpr):
+    """One read of a row's chunk statistics other than ours (chunk c): packed words, 0 for
+    ours and for unused lanes."""
     # BLOCK_S >= the program's thread count, so each slot is read by exactly one thread and
-    # every decision below comes out of a CTA-wide reduction: all warps take the same branch
-    # (a replicated vector could let warps see different polls and split at a barrier).
+    # every decision on a poll comes out of a CTA-wide reduction: all warps take the same
+    # branch (a replicated vector could let warps see different polls and split at a barrier).
     idx = tl.arange(0, BLOCK_S)
-    valid = idx < n_chunks
-    others = valid & (idx != c)
+    others = (idx < n_chunks) & (idx != c)
     # volatile: a strong load the compiler may not hoist out of the polling loop, served
     # from L2 (where the partners' atomics land), never from a stale L1 line.
-    packed = tl.load(slots + idx, mask=others, other=0, volatile=True)
+    return tl.load(slots + idx, mask=others, other=0, volatile=True)
+
+
+@triton.jit
+def _cooperative_row_stats(x_row, slots, packed, n_cols, n_chunks, c, m_own, l_own, spin_limit,
+                           CHUNK: tl.constexpr, BLOCK_S: tl.constexpr, PRECISE: tl.constexpr):
+    """(shift, l in float64) of a row from its n_chunks published chunk statistics (chunk c
+    is ours), given a first poll of the slots (``packed``, from _poll_slots).
+
+    Polls again at most spin_limit times while a chunk is missing; any chunk still
+    unpublished after that is computed here from the input, so the result never depends on
+    a partner being resident.
+    """
+    idx = tl.arange(0, BLOCK_S)
+    valid = idx < n_chunks
     mc, lc = _unpack_stats(packed)
     missing = tl.sum((lc == _COOP_EMPTY_L).to(tl.int32), axis=0)
     spins = spin_limit * 0
     while (missing > 0) & (spins < spin_limit):
-        packed = tl.load(slots + idx, mask=others, other=0, volatile=True)
+        packed = _poll_slots(slots, n_chunks, c, BLOCK_S)
         mc, lc = _unpack_stats(packed)
         missing = tl.sum((lc == _COOP_EMPTY_L).to(tl.int32), axis=0)
         spins += 1
@@ -575,19 +606,20 @@ def _coop_publish(slots, c, m_c, l_c, ok):
 
 
 @triton.jit
-def _coop_finish(x_row, y_row, lse_at, slots, n_cols, n_chunks, c, cols, in_row, p, m_c, l_c, spin_limit,
+def _coop_finish(x_row, y_row, lse_at, slots, packed, n_cols, n_chunks, c, cols, in_row, p, m_c, l_c, spin_limit,
                  CHUNK: tl.constexpr, BLOCK_S: tl.constexpr, COOP: tl.constexpr,
                  PRECISE: tl.constexpr, WRITE_Y: tl.constexpr, WRITE_LSE: tl.constexpr):
     """Write one row's chunk ``y = p * exp(m_c - shift) / l`` (and its LSE from chunk 0), once
-    the row's statistics are merged from the published slots (``COOP``) or are the chunk's own."""
+    the row's statistics are merged from the published slots (``COOP``; ``packed`` is a first
+    poll of them) or are the chunk's own."""
     shift = safe_max(m_c)
     l = l_c.to(tl.float64)
     if COOP:
         if WRITE_Y:
-            shift, l = _cooperative_row_stats(x_row, slots, n_cols, n_chunks, c, m_c, l_c,
+            shift, l = _cooperative_row_stats(x_row, slots, packed, n_cols, n_chunks, c, m_c, l_c,
                                               spin_limit, CHUNK, BLOCK_S, PRECISE)
         elif c == 0:  # only the LSE is wanted: one member per group merges
-            shift, l = _cooperative_row_stats(x_row, slots, n_cols, n_chunks, c, m_c, l_c,
+            shift, l = _cooperative_row_stats(x_row, slots, packed, n_cols, n_chunks, c, m_c, l_c,
                                               spin_limit, CHUNK, BLOCK_S, PRECISE)
     if WRITE_Y:
         # exp(m_c - shift) / l: 0 for an all -inf chunk or row (l = 0 read as 1), NaN
@@ -615,7 +647,7 @@ def _softmax_cooperative_kernel(
     X, Y, LSE, SLOTS, n_rows, n_cols, stride_xr, stride_yr, n_chunks, spin_limit,
     CHUNK: tl.constexpr, BLOCK_S: tl.constexpr, COOP: tl.constexpr,
     PRECISE: tl.constexpr, WRITE_Y: tl.constexpr, WRITE_LSE: tl.constexpr,
-    LAG: tl.constexpr = False, HOLD_X: tl.constexpr = False,
+    LAG: tl.constexpr = False, HOLD_X: tl.constexpr = False, EARLY_POLL: tl.constexpr = False,
 ):
     """Cooperative split rows: every element read once and written once, for long rows.
 
@@ -643,7 +675,9 @@ def _softmax_cooperative_kernel(
     work to publish, and the wait overlaps the next row's exponentials.  The price is one more
     chunk in registers (``p`` of the finished row, or for 16-bit inputs with ``HOLD_X`` the
     input chunk, whose exponentials are computed again -- the same code on the same bits, so
-    the same values).
+    the same values).  With ``EARLY_POLL`` the first read of row ``r``'s slots is issued at the
+    top of the iteration (they were published during the last one), so its L2 round trip
+    overlaps the next row's exponentials; the polling loop only runs if a partner is late.
 
     Residency.  The host launches no more programs than the SMs hold at once: one per SM, or
     up to COOP_LONG's ``per_sm`` for long float32 rows, capped by what the compiled
@@ -692,24 +726,30 @@ def _softmax_cooperative_kernel(
         # The next load is issued before any work on this row, so the memory system stays
         # busy while this program computes and waits for its partners.
         if LAG:
+            if EARLY_POLL:
+                packed = _poll_slots(SLOTS + row64 * n_chunks, n_chunks, c, BLOCK_S)
             ahead = row64 + n_groups
             x_next = _load_chunk(X, ahead + n_groups, n_rows, n_cols, stride_xr, cols)
             m_a, p_a, l_a = _chunk_stats(x.to(tl.float32), PRECISE)
             _coop_publish(SLOTS + ahead * n_chunks, c, m_a, l_a, ahead < n_rows)
+            if not EARLY_POLL:
+                packed = _poll_slots(SLOTS + row64 * n_chunks, n_chunks, c, BLOCK_S)
             p_row = p
             if HOLD_X:
                 p_a = x
                 p_row = _exp(p.to(tl.float32), safe_max(m_c), PRECISE)  # as _chunk_stats computed it
-            _coop_finish(X + row64 * stride_xr, Y + row64 * stride_yr, LSE + row64, SLOTS + row64 * n_chunks,
+            _coop_finish(X + row64 * stride_xr, Y + row64 * stride_yr, LSE + row64, SLOTS + row64 * n_chunks, packed,
                          n_cols, n_chunks, c, cols, in_row, p_row, m_c, l_c, spin_limit,
                          CHUNK, BLOCK_S, COOP, PRECISE, WRITE_Y, WRITE_LSE)
             m_c, p, l_c = m_a, p_a, l_a
         else:
             x_next = _load_chunk(X, row64 + n_groups, n_rows, n_cols, stride_xr, cols)
             m_c, p, l_c = _chunk_stats(x.to(tl.float32), PRECISE)
+            packed = tl.zeros([BLOCK_S], tl.int64)
             if COOP:
                 _coop_publish(SLOTS + row64 * n_chunks, c, m_c, l_c, row64 < n_rows)
-            _coop_finish(X + row64 * stride_xr, Y + row64 * stride_yr, LSE + row64, SLOTS + row64 * n_chunks,
+                packed = _poll_slots(SLOTS + row64 * n_chunks, n_chunks, c, BLOCK_S)
+            _coop_finish(X + row64 * stride_xr, Y + row64 * stride_yr, LSE + row64, SLOTS + row64 * n_chunks, packed,
                          n_cols, n_chunks, c, cols, in_row, p, m_c, l_c, spin_limit,
                          CHUNK, BLOCK_S, COOP, PRECISE, WRITE_Y, WRITE_LSE)
         x = x_next
@@ -734,6 +774,7 @@ class _Plan(NamedTuple):
     num_chunks: int = 1  # split, cooperative: programs per row
     groups: int = 0  # cooperative: rows in flight
     lag: bool = False  # cooperative, several chunks a row: publish a row ahead of the poll
+    early_poll: bool = False  # with the lag: first read of the slots at the top of the iteration
     lanes: bool = False  # online, split: per-lane statistics in the first sweep
     keep_p: bool = False  # online, precise float32: the first sweep writes exp(x - m_b) for the second
 
@@ -745,18 +786,18 @@ def _single_block(dtype: torch.dtype) -> int:
 
 def _wants_cooperative(n_cols: int, dtype: torch.dtype, precise: bool) -> bool:
     """Rows for which the cooperative schedule is the default on a GPU: float32 rows of
-    8193..COOP_LONG_MAX on the precise path, 16385..COOP_LONG_MAX on the fast one.  For rows
-    of 8193..16384 the single-pass kernel
-    needs ~118 registers a thread at 16 warps, one program per SM, and nothing overlaps its
-    load, its accurate exponentials and its store; the cooperative kernel with one chunk per
-    row prefetches the next row.  Longer rows are split into chunks held by several programs
-    a SM (see COOP_LONG), on the fast path too (its single pass is at copy speed up to
-    16384).  16-bit rows, and longer rows, keep the online and split schedules (see
-    COOP_CHUNK).
+    8193..COOP_LONG_MAX on the precise path, 16385..COOP_LONG_MAX on the fast one, 16-bit rows
+    of 65537..COOP_LONG_MAX.  For precise rows of 8193..16384 the single-pass kernel needs ~118
+    registers a thread at 16 warps, one program per SM, and nothing overlaps its load, its
+    accurate exponentials and its store; the cooperative kernel with one chunk per row
+    prefetches the next row.  Longer rows are split into chunks held by several programs a SM
+    (see COOP_LONG).  Longer rows than COOP_LONG_MAX keep the split schedule.
     """
-    if dtype != torch.float32 or n_cols > COOP_LONG_MAX:
+    if n_cols > COOP_LONG_MAX:
         return False
-    return n_cols > (MAX_SINGLE_BLOCK // 2 if precise else MAX_SINGLE_BLOCK)
+    if dtype == torch.float32 and precise and n_cols > MAX_SINGLE_BLOCK // 2:
+        return True
+    return long_row_launch(n_cols, dtype, precise) is not None
 
 
 def _cooperative_plan(n_rows: int, n_cols: int, dtype: torch.dtype, sms: int, precise: bool) -> _Plan | None:
@@ -764,8 +805,8 @@ def _cooperative_plan(n_rows: int, n_cols: int, dtype: torch.dtype, sms: int, pr
     than the grid may hold (by default one per SM: rows beyond ~1M float32 / 2M 16-bit
     elements).  ``groups`` assumes ``per_sm`` programs fit on a SM; the launch lowers it to
     what the compiled kernel's registers allow (_resident_per_sm)."""
-    long_rows = dtype == torch.float32 and n_cols > MAX_SINGLE_BLOCK
-    launch = long_row_launch(n_cols, precise) if long_rows else None
+    launch = long_row_launch(n_cols, dtype, precise)
+    long_rows = launch is not None
     chunk = TUNING["coop_chunk"] or (launch.chunk if launch else COOP_CHUNK[dtype])
     if chunk < 1 or chunk & (chunk - 1):
         raise ValueError(f"TUNING['coop_chunk'] must be a power of two, got {chunk}")
@@ -785,8 +826,9 @@ def _cooperative_plan(n_rows: int, n_cols: int, dtype: torch.dtype, sms: int, pr
         groups = min(cap, int(TUNING["coop_groups"]))
     num_warps = TUNING["coop_warps"] or (launch.warps if launch else max(1, min(COOP_WARPS, chunk // 512)))
     lag = num_chunks > 1 and bool(_tuned("coop_lag", launch.lag if launch else False))
+    early = lag and bool(_tuned("coop_early_poll", launch.early_poll if launch else True))
     return _Plan("cooperative", block=chunk, num_warps=num_warps, num_chunks=num_chunks, groups=max(1, groups),
-                 lag=lag)
+                 lag=lag, early_poll=early)
 
 
 def _plan(n_rows: int, n_cols: int, dtype: torch.dtype, sms: int, interpreted: bool, l2_bytes: int,
@@ -954,7 +996,8 @@ def _launch_cooperative(plan: _Plan, x2: torch.Tensor, y_arg: torch.Tensor, lse_
     args = (x2, y_arg, lse_arg, slots, n_rows, n_cols, x2.stride(0), stride_y, plan.num_chunks,
             _INTERPRETER_SPINS if interpreted else COOP_SPIN_LIMIT)
     consts = dict(CHUNK=plan.block, BLOCK_S=max(32 * plan.num_warps, triton.next_power_of_2(plan.num_chunks)),
-                  COOP=coop, LAG=plan.lag, HOLD_X=plan.lag and x2.element_size() < 4,
+                  COOP=coop, LAG=plan.lag, HOLD_X=plan.lag and x2.element_size() < 4 and bool(_tuned("coop_hold_x", True)),
+                  EARLY_POLL=plan.early_poll,
                   PRECISE=precise, WRITE_Y=write_y, WRITE_LSE=write_lse, num_warps=plan.num_warps)
     groups = plan.groups
     if coop and not interpreted:

@@ -654,11 +654,14 @@ SCHEDULE_CASES = [
     (4, 1 << 20, F32, {"precise": False}, "split"),  # 4 x 128 chunks: too few to fill 4 a SM
     (4096, 16384, BF16, {}, "rows"),
     (2048, 32768, BF16, {}, "rows"),  # 16-bit rows up to MAX_SINGLE_BLOCK_16: single pass
+    # 16-bit rows of 32769..65536: the online schedule
     (2048, 32769, F16, {}, "online"),
-    # longer rows: the exchange between programs lost to a second read on the H200
     (1024, 65536, BF16, {}, "online"),
     (1024, 65536, F16, {}, "online"),
-    # precise float32 rows of 16385..1M: chunks of 4096, several programs a SM
+    (512, 131072, BF16, {}, "cooperative"),  # 16-bit rows past 65536: COOP_LONG["16-bit"]
+    (64, 1 << 20, F16, {}, "cooperative"),
+    (4, 1 << 20, BF16, {}, "split"),  # 4 x 128 chunks: too few to fill 4 a SM
+    # precise float32 rows of 16385..1M: COOP_LONG["precise"], several programs a SM
     (2048, 32768, F32, {}, "cooperative"),
     (1024, 65536, F32, {}, "cooperative"),
     (256, 262144, F32, {}, "cooperative"),
@@ -666,7 +669,6 @@ SCHEDULE_CASES = [
     (64, 1 << 20, F32, {}, "cooperative"),
     (1, 1 << 20, F32, {}, "split"),
     (64, (1 << 20) + 1, F32, {}, "split"),
-    (64, 1 << 20, BF16, {}, "split"),
     (3, 100003, F32, {}, "split"),
     (16, 1 << 22, F32, {}, "split"),
     (1024, 65536, F32, {"num_chunks": 1}, "online"),
@@ -770,9 +772,10 @@ def test_softmax_cooperative_forced(n, chunk, dtype, tuning, coop_grids):
     torch.testing.assert_close(y, softmax(x), rtol=4 * eps, atol=torch.finfo(dtype).tiny, equal_nan=True)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("precise", [True, False])
-def test_softmax_cooperative_lag_same_bits(dtype, precise, tuning, coop_grids):
+@pytest.mark.parametrize("dtype,precise,early", [
+    (torch.float32, True, False), (torch.float32, False, True), (torch.bfloat16, True, True),
+    (torch.bfloat16, False, False)])
+def test_softmax_cooperative_lag_same_bits(dtype, precise, early, tuning, coop_grids):
     # Publishing a row ahead of the poll changes the order of work, not the arithmetic: the
     # same bits as without it, over several rows a group (3 chunks a row: 1 group of 9 rows
     # under the interpreter's 4 SMs), special rows included, LSE-only launches too.
@@ -780,7 +783,7 @@ def test_softmax_cooperative_lag_same_bits(dtype, precise, tuning, coop_grids):
     x = special_rows(300, dtype)
     plain = softmax(x, return_lse=True, precise=precise)
     plain_lse = softmax_lse(x)
-    tuning["coop_lag"] = True
+    tuning.update(coop_lag=True, coop_early_poll=early)  # early: the first poll before the next row's work
     lagged = softmax(x, return_lse=True, precise=precise)
     assert all(torch.equal(a.nan_to_num(7.0), b.nan_to_num(7.0)) and torch.equal(a.isnan(), b.isnan())
                for a, b in zip(plain, lagged))
@@ -857,12 +860,14 @@ def test_gpu_cooperative_sizes(n, dtype, tuning, coop_grids):
     tuning["cooperative"] = True  # 16-bit rows of 16384 stay single-pass by default
     y, lse = softmax(x, return_lse=True)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    long_rows = dtype == torch.float32 and n > MAX_SINGLE_BLOCK
-    per_sm = triton_softmax.long_row_launch(n, True).per_sm if long_rows else 1
+    launch = triton_softmax.long_row_launch(n, dtype, True)
+    per_sm = launch.per_sm if launch else 1
     assert len(coop_grids) == 1 and coop_grids[0][0] <= per_sm * sms
-    # by default only precise float32 rows of up to COOP_LONG_MAX take it, long ones where
-    # the rows fill the grid (1M: split rows)
-    assert (default == "cooperative") == (dtype == torch.float32 and n <= triton_softmax.COOP_LONG_MAX)
+    # by default: precise float32 rows of up to COOP_LONG_MAX, and 16-bit rows past 65536
+    # where the rows fill the resident programs (of these shapes 65537 and 100003; the 4 rows of
+    # 1M, 4 x 128 chunks, do not fill 4 a SM: split rows)
+    expected = n <= triton_softmax.COOP_LONG_MAX if dtype == torch.float32 else n in (65537, 100003)
+    assert (default == "cooperative") == expected
     assert_softmax_close(y, x)  # as accurate as the single pass: no float32 rescale factor
     _, rl = ref_softmax(x)
     ok = rl != NEG_INF
@@ -893,7 +898,7 @@ def test_gpu_cooperative_special_rows(n, dtype, tuning, coop_grids):
     {"coop_chunk": 4096, "coop_warps": 8}, {"coop_chunk": 8192, "coop_warps": 32},
     {"coop_chunk": 16384, "coop_warps": 32}, {"coop_chunk": 2048, "coop_warps": 4}, {"coop_groups": 1},
     {"coop_lag": True}, {"coop_lag": True, "coop_chunk": 4096, "coop_warps": 4, "coop_programs_per_sm": 4},
-    {"coop_lag": True, "coop_groups": 1},
+    {"coop_lag": True, "coop_groups": 1}, {"coop_lag": True, "coop_early_poll": False},
 ], ids=str)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_gpu_cooperative_variants(variant, dtype, tuning, coop_grids):
@@ -913,7 +918,7 @@ def test_gpu_cooperative_default_dispatch(tuning, coop_grids):
     x = randn(512, 16384)
     softmax(x)
     assert len(coop_grids) == 1
-    softmax(randn(64, 65536, dtype=torch.bfloat16))  # longer rows: the exchange lost, not taken
+    softmax(randn(64, 65536, dtype=torch.bfloat16))  # 16-bit rows of 65536: the online schedule
     softmax(randn(512, 16384, dtype=torch.bfloat16))  # 16-bit rows of 16384: single pass
     softmax(x, precise=False)  # the fast single pass is bandwidth-bound already at 16384
     assert len(coop_grids) == 1
@@ -929,7 +934,7 @@ def test_gpu_cooperative_default_dispatch(tuning, coop_grids):
     for n, precise in ((65536, True), (65536, False), (131072, False)):
         long = randn((1 << 25) // n, n, scale=3.0)
         y = softmax(long, precise=precise)
-        launch = triton_softmax.long_row_launch(n, precise)
+        launch = triton_softmax.long_row_launch(n, torch.float32, precise)
         chunks = n // launch.chunk
         fit = [v for k, v in triton_softmax._RESIDENT_PER_SM.items()
                if dict(k[1])["CHUNK"] == launch.chunk and dict(k[1])["num_warps"] == launch.warps
