@@ -14,7 +14,11 @@ records the upstream bug and turns into a failure once it is fixed.
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -1011,3 +1015,21 @@ def test_gpu_attention_more_heads_than_a_grid_axis_holds():
         scores = (q.float() @ k.float().transpose(-1, -2) * 0.25).masked_fill(~visible, float("-inf"))
         ref = torch.softmax(scores, dim=-1) @ v.float()
         assert (o.float() - ref).abs().max() < 2e-3, causal
+
+
+def test_long_row_launches_compile_for_sm90_without_spills():
+    # bench/kernel_registers.py compiles each COOP_LONG launch for sm_90 with this machine's
+    # Triton (no GPU needed): none may spill to local memory, and each must let a SM hold at
+    # least two programs (a 1M row's 256 precise chunks need 2 a SM on 132 SMs; with fewer the
+    # launch falls back to split rows).  The GPU's own counts are checked on the GPU tier
+    # (test_gpu_cooperative_default_dispatch) from the registers the driver reports.
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # the interpreter cannot compile
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, str(root / "bench" / "kernel_registers.py"), "--table", "--json"],
+                         capture_output=True, text=True, env=env, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    rows = [json.loads(line) for line in out.stdout.splitlines()]
+    assert len(rows) == sum(len(v) * (1 if k != "16-bit" else 2) for k, v in triton_softmax.COOP_LONG.items())
+    for row in rows:
+        assert row["LOCAL"] == 0 and 0 < row["REG"] <= 255, row
+        assert row["per_sm_fit"] >= 2, row
