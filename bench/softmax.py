@@ -125,7 +125,8 @@ def sweep_variants(n: int, dtype_name: str):
                                                        "coop_warps": w, "coop_programs_per_sm": k, **extra})
                      for tag, kw, extra in paths
                      for k, c, w in ((3, 4096, 4), (4, 4096, 4), (4, 4096, 8), (4, 8192, 8), (4, 8192, 4),
-                                     (5, 2048, 4), (6, 2048, 4), (8, 2048, 4), (8, 2048, 2))]
+                                     (5, 2048, 4), (6, 2048, 4), (8, 2048, 4), (8, 2048, 2),
+                                     (6, 2048, 2), (8, 1024, 2), (10, 1024, 2))]
         # the narrow launch shapes without the lag
         tag, kw, shapes = (("fast_coop", {"precise": False}, ((5, 4), (6, 4), (8, 4))) if dtype_name == "fp32"
                            else ("coop16", {}, ((6, 4), (8, 2))))
@@ -136,7 +137,7 @@ def sweep_variants(n: int, dtype_name: str):
         # with prefetch (the cooperative kernel with one chunk a row)
         variants += [(f"rows_b{n}_w{w}", {"block_size": n}, {"rows_warps": w}) for w in (16, 32)]
         variants.append((f"coop1_c{n}_w32", {}, {"cooperative": True, "coop_chunk": n, "coop_warps": 32}))
-    if n >= 32768 and dtype_name == "fp32":
+    if n >= 16384 and dtype_name == "fp32":
         # the precise path at 2 warps a program (the fast path's best up to 65536)
         variants += [(f"coop_pps{k}_c{c}_w2", {}, {"cooperative": True, "coop_chunk": c, "coop_warps": 2,
                                                    "coop_programs_per_sm": k})
