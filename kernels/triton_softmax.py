@@ -19,7 +19,8 @@ Four schedules compute the same function:
 * **cooperative split rows** -- a persistent grid in which groups of programs share
   a row, each holding its chunk in registers; the programs of a group exchange their
   chunks' ``(m, l)`` through global memory, so every element is read once and written
-  once (see ``_softmax_cooperative_kernel``).  By default it runs for one for precise float32 rows of 8193..16384 (``COOP_CHUNK``), and chunks held by
+  once (see ``_softmax_cooperative_kernel``).  By default it runs with one chunk per row
+  for precise float32 rows of 8193..16384 (``COOP_CHUNK``), and with chunks held by
   several programs a SM for float32 rows of 16385..1M and 16-bit rows of 65537..1M
   (``COOP_LONG``, launched per path and row length).
 
@@ -93,24 +94,24 @@ class LongRowLaunch(NamedTuple):
 #: ``bench/softmax.py --sweep`` (2026-11-30, two rounds each), % of copy bandwidth:
 #:
 #: * precise, up to 65536: 2048-wide chunks at 2 warps, 8 a SM (about 6 resident): 77.6-78.6% at
-#:   32768, 77.0-77.1% at 65536 (07:2x), against 72.7-73.6% and 72.7-73.0% for the shape below;
+#:   32768, 77.0-77.1% at 65536 (07:27), against 72.7-73.6% and 72.7-73.0% for the shape below;
 #:   level with it at 131072.
 #: * precise, up to 262144: 4096-wide chunks at 4 warps, 3 a SM (04:22): 68-69% at
 #:   N = 32768..131072 and 62.5% at 262144, against 50-58% for the online schedule (bound by
 #:   the accurate exponentials, which more programs a SM overlap with the memory traffic);
-#:   71-72% and 67% at 07:2x.  With the lag they read 63-66%.
-#: * precise, up to 1M: the same with the lag, 61% at N = 1M (07:2x, two calls; 1 group of 256
+#:   71-73% and 67% at 07:17-07:26.  With the lag they read 63-66%.
+#: * precise, up to 1M: the same with the lag, 61% at N = 1M (07:17, 07:26, 07:49; 1 group of 256
 #:   programs) against 53% for the split schedule; with the early poll too, 52%.
-#: * fast, up to 65536: 4096-wide chunks at 2 warps, 8 a SM (4 resident): 86-92% at 32768 (the
-#:   rounds of one input agree, inputs differ), 89-90% at 65536, against 78-83% and 80% at 4
-#:   warps (3 resident).
+#: * fast, up to 65536: 4096-wide chunks at 2 warps, 8 a SM (4 resident): 89-90% at 65536 and
+#:   at 32768 91.6% in most runs (73.6% and 78-80.5% in others: it swings between calls and
+#:   inputs), against 83% and 80% at 4 warps (3 resident; 07:17).
 #: * fast, up to 262144: 2048-wide chunks at 4 warps with the lag and the early poll, 5 a SM
-#:   (4.85 resident): 85-86% at 131072, 84% at 262144 (07:5x), against 76% and 69.5% before.
+#:   (4.85 resident): 85-86% at 131072, 84% at 262144 (07:36, 07:49), against 76% and 69.5% before.
 #: * fast, up to 1M: 8192-wide chunks at 4 warps, lag, early poll, 4 a SM (2 resident): 78.4-78.8%
-#:   at 1M (07:5x; 73.8% without the early poll) against 61.4% for the split schedule.
+#:   at 1M (07:36, 07:49; 73.4-74.2% without the early poll) against 61.4% for the split schedule.
 #: * 16-bit, 65537 to 1M: 8192-wide chunks at 4 warps, lag, early poll, 4 a SM (2 resident),
 #:   the input chunk held: bf16 / fp16 68% / 70% at 131072 against 56% online, 64% / 67.5% at 1M
-#:   against 44-58% split (07:5x); at 262144 both it and the split schedule swing between
+#:   against 44-58% split (07:36, 07:49); at 262144 both it and the split schedule swing between
 #:   inputs (bf16 67%/49% against 59%/43%).  Without the early poll bf16 read 44% on the
 #:   narrow shapes.  At 65536 the online schedule keeps it (74-77%).
 #:
@@ -908,12 +909,12 @@ def schedule_for(n_rows: int, n_cols: int, dtype: torch.dtype, device: torch.dev
     """The schedule :func:`softmax` takes for ``n_rows`` rows of ``n_cols``: one of ``SCHEDULES``.
 
     ``"rows"`` single pass, ``"online"`` one program per row, ``"split"`` split rows in two
-    kernels, ``"cooperative"`` cooperative split rows (on a GPU by default only for float32
-    rows of 8193..1M on the precise path and 16385..1M on the fast one, where the rows fill
-    the resident programs, see
-    ``_wants_cooperative``; never under the
-    interpreter unless ``TUNING["cooperative"]`` is True).  The arguments
-    are those of :func:`softmax`; ``sms`` and ``interpreted`` replace what ``device`` and the
+    kernels, ``"cooperative"`` cooperative split rows (on a GPU by default for float32 rows of
+    8193..1M on the precise path and 16385..1M on the fast one, and 16-bit rows of 65537..1M,
+    where the rows fill the resident programs, see ``_wants_cooperative``; never under the
+    interpreter unless ``TUNING["cooperative"]`` is True).  The launch may still take split
+    rows when the compiled kernel cannot hold a row's programs at once.  The arguments are
+    those of :func:`softmax`; ``sms`` and ``interpreted`` replace what ``device`` and the
     environment would say (so the GPU decision can be checked anywhere).  Reads ``TUNING``.
 
     Raises:
@@ -996,7 +997,8 @@ def _launch_cooperative(plan: _Plan, x2: torch.Tensor, y_arg: torch.Tensor, lse_
     args = (x2, y_arg, lse_arg, slots, n_rows, n_cols, x2.stride(0), stride_y, plan.num_chunks,
             _INTERPRETER_SPINS if interpreted else COOP_SPIN_LIMIT)
     consts = dict(CHUNK=plan.block, BLOCK_S=max(32 * plan.num_warps, triton.next_power_of_2(plan.num_chunks)),
-                  COOP=coop, LAG=plan.lag, HOLD_X=plan.lag and x2.element_size() < 4 and bool(_tuned("coop_hold_x", True)),
+                  COOP=coop, LAG=plan.lag,
+                  HOLD_X=plan.lag and x2.element_size() < 4 and bool(_tuned("coop_hold_x", True)),
                   EARLY_POLL=plan.early_poll,
                   PRECISE=precise, WRITE_Y=write_y, WRITE_LSE=write_lse, num_warps=plan.num_warps)
     groups = plan.groups
