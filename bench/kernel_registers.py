@@ -6,10 +6,13 @@ has 65536 registers and 2048 threads.  This compiles ``_softmax_cooperative_kern
 target without a GPU (Triton's own ptxas), reads the cubin's resource usage with Triton's
 bundled ``cuobjdump --dump-resource-usage`` and prints, per configuration, the registers a
 thread, the local memory (spills) and how many programs a SM the registers allow -- the
-number the launch's ``_resident_per_sm`` reads from the driver on a GPU.
+number the launch's ``_resident_per_sm`` reads from the driver on a GPU.  The plan and the
+compile-time arguments are the launch's own (``_cooperative_plan``,
+``cooperative_constexprs``, ``programs_per_sm``), so the kernel compiled here is the one a
+launch on 132 SMs compiles.
 
     python bench/kernel_registers.py --table            # every COOP_LONG launch
-    python bench/kernel_registers.py --dtypes bf16,fp16 --chunk 2048 --warps 2 --lag --early-poll
+    python bench/kernel_registers.py --dtypes bf16,fp16 --n 65536 --chunk 2048 --warps 2 --lag --no-early-poll
     python bench/kernel_registers.py --table --json     # one JSON object a line
 
 Triton's interpreter cannot compile: run it without ``TRITON_INTERPRET=1``.
@@ -34,35 +37,43 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import torch  # noqa: E402
 import triton  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
 from kernels import triton_softmax  # noqa: E402
 
-TYPES = {"fp32": "fp32", "bf16": "bf16", "fp16": "fp16"}
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 #: The kernel's runtime arguments, in order, with the positions compiled as multiples of 16.
 _ARGS = ("X", "Y", "LSE", "SLOTS", "n_rows", "n_cols", "stride_xr", "stride_yr", "n_chunks", "spin_limit")
 _ALIGNED = ("X", "Y", "LSE", "SLOTS", "n_cols", "stride_xr", "stride_yr")
-REGISTERS_PER_SM = 65536
-THREADS_PER_SM = 2048
+#: SMs of an H200: only the number of groups depends on it, not the compiled kernel.
+SMS = 132
+#: Rows enough to fill every resident program.
+ROWS = 4096
 
 
-def resource_usage(dtype: str, chunk: int, warps: int, *, lag: bool = False, early_poll: bool = False,
-                   hold_x: bool | None = None, precise: bool = True, arch: int = 90) -> dict[str, int]:
-    """``{"REG": ..., "STACK": ..., "SHARED": ..., "LOCAL": ...}`` of the cooperative kernel for
-    ``dtype`` rows held ``chunk`` elements a program at ``warps`` warps, writing y (no LSE).
-    ``hold_x`` None: as the launch decides (with the lag, 16-bit inputs hold the input chunk).
+def plan_for(n_cols: int, dtype: str, precise: bool) -> triton_softmax._Plan:
+    """The cooperative plan a GPU launch takes for rows of ``n_cols`` (``TUNING`` applies)."""
+    plan = triton_softmax._cooperative_plan(ROWS, n_cols, DTYPES[dtype], SMS, precise and dtype == "fp32")
+    if plan is None:
+        raise ValueError(f"rows of {n_cols} do not fit the cooperative schedule's grid")
+    return plan
+
+
+def resource_usage(plan: triton_softmax._Plan, dtype: str, precise: bool, arch: int = 90) -> dict[str, int]:
+    """``{"REG": ..., "STACK": ..., "SHARED": ..., "LOCAL": ...}`` of the cooperative kernel
+    compiled for ``plan`` and ``dtype`` rows, writing y (no LSE), as the launch would compile it
+    (``triton_softmax.cooperative_constexprs``).
 
     Raises:
         RuntimeError: cuobjdump is missing or does not report the kernel.
     """
-    element = TYPES[dtype]
+    consts = triton_softmax.cooperative_constexprs(plan, precise and dtype == "fp32", write_y=True, write_lse=False)
+    warps = consts.pop("num_warps")
     signature = dict.fromkeys(_ARGS, "i32")
-    signature.update(X=f"*{element}", Y=f"*{element}", LSE="*fp32", SLOTS="*i64")
-    consts = dict(CHUNK=chunk, BLOCK_S=max(32 * warps, 64), COOP=True, PRECISE=precise and dtype == "fp32",
-                  WRITE_Y=True, WRITE_LSE=False, LAG=lag, EARLY_POLL=lag and early_poll,
-                  HOLD_X=lag and dtype != "fp32" if hold_x is None else hold_x)
+    signature.update(X=f"*{dtype}", Y=f"*{dtype}", LSE="*fp32", SLOTS="*i64")
     signature.update(dict.fromkeys(consts, "constexpr"))
     attrs = {(_ARGS.index(name),): [["tt.divisibility", 16]] for name in _ALIGNED}
     source = ASTSource(triton_softmax._softmax_cooperative_kernel, signature, consts, attrs)
@@ -81,18 +92,13 @@ def resource_usage(dtype: str, chunk: int, warps: int, *, lag: bool = False, ear
     return {key: int(fields[key]) for key in ("REG", "STACK", "SHARED", "LOCAL") if key in fields}
 
 
-def programs_per_sm(registers: int, warps: int) -> int:
-    """Programs of ``warps`` warps at ``registers`` a thread one sm_90 SM holds (registers are
-    allocated per warp in units of 256, as _resident_per_sm computes it)."""
-    warp_registers = -(-registers * 32 // 256) * 256
-    return min(REGISTERS_PER_SM // (warp_registers * warps), THREADS_PER_SM // (32 * warps))
-
-
-def _table_rows() -> list[tuple[str, str, triton_softmax.LongRowLaunch]]:
+def _table_rows() -> list[tuple[str, str, int, bool]]:
+    """(label, dtype, row length, precise) for every COOP_LONG launch, at its longest row."""
     rows = []
     for path, launches in triton_softmax.COOP_LONG.items():
         dtypes = ("fp32",) if path in ("precise", "fast") else ("bf16", "fp16")
-        rows += [(path, dtype, launch) for launch in launches for dtype in dtypes]
+        rows += [(f"{path} <= {launch.max_cols}", dtype, launch.max_cols, path != "fast")
+                 for launch in launches for dtype in dtypes]
     return rows
 
 
@@ -100,10 +106,12 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--table", action="store_true", help="every launch of kernels.triton_softmax.COOP_LONG")
     p.add_argument("--dtypes", default="fp32,bf16,fp16")
-    p.add_argument("--chunk", type=int, default=4096)
-    p.add_argument("--warps", type=int, default=4)
-    p.add_argument("--lag", action="store_true")
-    p.add_argument("--early-poll", action="store_true")
+    p.add_argument("--n", type=int, default=65536, help="row length (sets the chunks a row); default 65536")
+    p.add_argument("--chunk", type=int, help="TUNING['coop_chunk'] (default: as the launch decides)")
+    p.add_argument("--warps", type=int, help="TUNING['coop_warps']")
+    p.add_argument("--per-sm", type=int, help="TUNING['coop_programs_per_sm'] (only reported: the compile ignores it)")
+    p.add_argument("--lag", action=argparse.BooleanOptionalAction, help="TUNING['coop_lag']")
+    p.add_argument("--early-poll", action=argparse.BooleanOptionalAction, help="TUNING['coop_early_poll']")
     p.add_argument("--fast", action="store_true", help="float32: the fast path (precise by default)")
     p.add_argument("--arch", type=int, default=90, help="compute capability, e.g. 90 for sm_90 (H100, H200)")
     p.add_argument("--json", action="store_true", help="print one JSON object a configuration instead")
@@ -111,29 +119,34 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")  # the default, without triton 3.9's warning
 
     if args.table:
-        configs = [(f"{path} <= {launch.max_cols}", dtype, launch.chunk, launch.warps, launch.lag,
-                    launch.early_poll, path != "fast", launch.per_sm) for path, dtype, launch in _table_rows()]
+        configs = _table_rows()
     else:
-        configs = [("", dtype, args.chunk, args.warps, args.lag, args.early_poll, not args.fast, None)
-                   for dtype in args.dtypes.split(",")]
+        triton_softmax.TUNING.update(cooperative=True, coop_chunk=args.chunk, coop_warps=args.warps,
+                                     coop_programs_per_sm=args.per_sm, coop_lag=args.lag,
+                                     coop_early_poll=args.early_poll)
+        configs = [(f"N = {args.n}", dtype, args.n, not args.fast) for dtype in args.dtypes.split(",")]
     if not args.json:
         print(f"# triton {triton.__version__}, sm_{args.arch}")
-    for label, dtype, chunk, warps, lag, early, precise, per_sm in configs:
+    for label, dtype, n_cols, precise in configs:
         try:
-            usage = resource_usage(dtype, chunk, warps, lag=lag, early_poll=early, precise=precise, arch=args.arch)
-        except (RuntimeError, OSError) as e:
+            plan = plan_for(n_cols, dtype, precise)
+            usage = resource_usage(plan, dtype, precise, arch=args.arch)
+        except (RuntimeError, OSError, ValueError) as e:
             print(f"bench/kernel_registers.py: {e}", file=sys.stderr)
             return 2
-        fit = programs_per_sm(usage["REG"], warps)
+        fit = triton_softmax.programs_per_sm(usage["REG"], plan.num_warps, usage["SHARED"])
+        precise = precise and dtype == "fp32"
+        launch = triton_softmax.long_row_launch(n_cols, DTYPES[dtype], precise)
+        asked = triton_softmax.TUNING["coop_programs_per_sm"] or (launch.per_sm if launch else 1)
         if args.json:
-            print(json.dumps({"launch": label, "dtype": dtype, "chunk": chunk, "warps": warps, "lag": lag,
-                              "early_poll": early, "precise": precise and dtype == "fp32", "per_sm_asked": per_sm,
-                              "per_sm_fit": fit, **usage}), flush=True)
+            print(json.dumps({"launch": label, "dtype": dtype, "n": n_cols, "chunk": plan.block,
+                              "warps": plan.num_warps, "chunks": plan.num_chunks, "lag": plan.lag,
+                              "early_poll": plan.early_poll, "hold_x": plan.hold_x, "precise": precise,
+                              "per_sm_asked": asked, "per_sm_fit": fit, **usage}), flush=True)
             continue
-        asked = f", {per_sm} asked" if per_sm else ""
-        print(f"{label:<18} {dtype:>4} chunk {chunk:>5} x {warps} warps  lag={int(lag)} early={int(early)} "
-              f"precise={int(precise and dtype == 'fp32')}:  {usage['REG']:>3} registers, local {usage['LOCAL']}, "
-              f"{fit} a SM{asked}", flush=True)
+        print(f"{label:<18} {dtype:>4} chunk {plan.block:>5} x {plan.num_warps} warps  lag={int(plan.lag)} "
+              f"early={int(plan.early_poll)} precise={int(precise)}:  {usage['REG']:>3} registers, "
+              f"local {usage['LOCAL']}, {fit} a SM, {asked} asked", flush=True)
     return 0
 
 

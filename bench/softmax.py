@@ -18,7 +18,6 @@ Exits with status 0 and a message when no CUDA device is visible.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime
 import json
 import platform
@@ -155,28 +154,6 @@ def sweep_variants(n: int, dtype_name: str):
     return variants
 
 
-@contextlib.contextmanager
-def _cooperative_grids(grids: list):
-    """Record the grid of every cooperative launch inside the block."""
-    from kernels import triton_softmax
-
-    kernel = triton_softmax._softmax_cooperative_kernel
-
-    class Recorder:
-        def __getitem__(self, grid):
-            grids.append(grid)
-            return kernel[grid]
-
-        def warmup(self, *args, **kwargs):
-            return kernel.warmup(*args, **kwargs)
-
-    triton_softmax._softmax_cooperative_kernel = Recorder()
-    try:
-        yield
-    finally:
-        triton_softmax._softmax_cooperative_kernel = kernel
-
-
 def bench_case(dtype_name: str, n: int, total: int, sweep: bool, warmup: float, rep: float,
                only: list[str] | None = None) -> list[dict]:
     from triton.testing import do_bench
@@ -225,7 +202,7 @@ def bench_case(dtype_name: str, n: int, total: int, sweep: bool, warmup: float, 
             torch.cuda.synchronize()
             grids = []
             t0 = time.perf_counter()
-            with _cooperative_grids(grids):
+            with triton_softmax.recording_cooperative_grids(grids):
                 softmax(x, **kw)
             torch.cuda.synchronize()
             once = time.perf_counter() - t0

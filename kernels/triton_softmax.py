@@ -33,6 +33,8 @@ NaN or ``+inf`` gives NaN throughout (LSE NaN); no row affects another.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import NamedTuple
 
 import torch
@@ -128,17 +130,10 @@ COOP_LONG_MIN = {"precise": MAX_SINGLE_BLOCK, "fast": MAX_SINGLE_BLOCK, "16-bit"
 COOP_LONG_MAX = 1 << 20
 
 
-def long_row_path(dtype: torch.dtype, precise: bool) -> str:
-    """The COOP_LONG key of a call: "precise", "fast" (float32) or "16-bit"."""
-    if dtype != torch.float32:
-        return "16-bit"
-    return "precise" if precise else "fast"
-
-
 def long_row_launch(n_cols: int, dtype: torch.dtype, precise: bool) -> LongRowLaunch | None:
     """The COOP_LONG entry for rows of ``n_cols`` (the last one past COOP_LONG_MAX), or None for
     rows of up to COOP_LONG_MIN."""
-    path = long_row_path(dtype, precise)
+    path = "16-bit" if dtype != torch.float32 else "precise" if precise else "fast"
     if n_cols <= COOP_LONG_MIN[path]:
         return None
     table = COOP_LONG[path]
@@ -681,7 +676,7 @@ def _softmax_cooperative_kernel(
     overlaps the next row's exponentials; the polling loop only runs if a partner is late.
 
     Residency.  The host launches no more programs than the SMs hold at once: one per SM, or
-    up to COOP_LONG's ``per_sm`` for long float32 rows, capped by what the compiled
+    up to COOP_LONG's ``per_sm`` for long rows, capped by what the compiled
     kernel's registers, threads and shared memory allow (``_resident_per_sm``), so on an
     otherwise idle GPU every program is resident and partners publish within microseconds
     of each other.  If that fails (another kernel holding SMs,
@@ -776,6 +771,7 @@ class _Plan(NamedTuple):
     groups: int = 0  # cooperative: rows in flight
     lag: bool = False  # cooperative, several chunks a row: publish a row ahead of the poll
     early_poll: bool = False  # with the lag: first read of the slots at the top of the iteration
+    hold_x: bool = False  # with the lag, 16-bit inputs: hold the input chunk, not its exponentials
     lanes: bool = False  # online, split: per-lane statistics in the first sweep
     keep_p: bool = False  # online, precise float32: the first sweep writes exp(x - m_b) for the second
 
@@ -828,8 +824,9 @@ def _cooperative_plan(n_rows: int, n_cols: int, dtype: torch.dtype, sms: int, pr
     num_warps = TUNING["coop_warps"] or (launch.warps if launch else max(1, min(COOP_WARPS, chunk // 512)))
     lag = num_chunks > 1 and bool(_tuned("coop_lag", launch.lag if launch else False))
     early = lag and bool(_tuned("coop_early_poll", launch.early_poll if launch else True))
+    hold_x = lag and dtype != torch.float32 and bool(_tuned("coop_hold_x", True))
     return _Plan("cooperative", block=chunk, num_warps=num_warps, num_chunks=num_chunks, groups=max(1, groups),
-                 lag=lag, early_poll=early)
+                 lag=lag, early_poll=early, hold_x=hold_x)
 
 
 def _plan(n_rows: int, n_cols: int, dtype: torch.dtype, sms: int, interpreted: bool, l2_bytes: int,
@@ -984,6 +981,14 @@ def _launch(x2: torch.Tensor, y2: torch.Tensor | None, lse: torch.Tensor | None,
         )
 
 
+def cooperative_constexprs(plan: _Plan, precise: bool, write_y: bool, write_lse: bool) -> dict:
+    """The compile-time arguments (and ``num_warps``) of ``_softmax_cooperative_kernel`` for
+    ``plan``; ``precise`` as the launch passes it (float32 only)."""
+    return dict(CHUNK=plan.block, BLOCK_S=max(32 * plan.num_warps, triton.next_power_of_2(plan.num_chunks)),
+                COOP=plan.num_chunks > 1, LAG=plan.lag, HOLD_X=plan.hold_x, EARLY_POLL=plan.early_poll,
+                PRECISE=precise, WRITE_Y=write_y, WRITE_LSE=write_lse, num_warps=plan.num_warps)
+
+
 def _launch_cooperative(plan: _Plan, x2: torch.Tensor, y_arg: torch.Tensor, lse_arg: torch.Tensor, stride_y: int,
                         precise: bool, write_y: bool, write_lse: bool, interpreted: bool) -> bool:
     """Launch the cooperative kernel for ``plan``; False (nothing launched) where the compiled
@@ -996,11 +1001,7 @@ def _launch_cooperative(plan: _Plan, x2: torch.Tensor, y_arg: torch.Tensor, lse_
     slots = torch.full((n_rows * plan.num_chunks if coop else 1,), _COOP_EMPTY, device=x2.device, dtype=torch.int64)
     args = (x2, y_arg, lse_arg, slots, n_rows, n_cols, x2.stride(0), stride_y, plan.num_chunks,
             _INTERPRETER_SPINS if interpreted else COOP_SPIN_LIMIT)
-    consts = dict(CHUNK=plan.block, BLOCK_S=max(32 * plan.num_warps, triton.next_power_of_2(plan.num_chunks)),
-                  COOP=coop, LAG=plan.lag,
-                  HOLD_X=plan.lag and x2.element_size() < 4 and bool(_tuned("coop_hold_x", True)),
-                  EARLY_POLL=plan.early_poll,
-                  PRECISE=precise, WRITE_Y=write_y, WRITE_LSE=write_lse, num_warps=plan.num_warps)
+    consts = cooperative_constexprs(plan, precise, write_y, write_lse)
     groups = plan.groups
     if coop and not interpreted:
         # Partners must be resident together: no more groups than the SMs hold at once.
@@ -1012,6 +1013,29 @@ def _launch_cooperative(plan: _Plan, x2: torch.Tensor, y_arg: torch.Tensor, lse_
             groups = max(1, min(groups, fit * sms // plan.num_chunks))
     _softmax_cooperative_kernel[(groups * plan.num_chunks,)](*args, **consts)
     return True
+
+
+@contextlib.contextmanager
+def recording_cooperative_grids(grids: list) -> Iterator[list]:
+    """Within the block, append the grid of every launch of the cooperative kernel to
+    ``grids`` (the launch decides the grid from the compiled kernel's registers, so this is
+    how a caller sees how many programs ran)."""
+    global _softmax_cooperative_kernel
+    kernel = _softmax_cooperative_kernel
+
+    class Recorder:
+        def __getitem__(self, grid):
+            grids.append(grid)
+            return kernel[grid]
+
+        def warmup(self, *args, **kwargs):  # compiles without launching (_resident_per_sm)
+            return kernel.warmup(*args, **kwargs)
+
+    _softmax_cooperative_kernel = Recorder()
+    try:
+        yield grids
+    finally:
+        _softmax_cooperative_kernel = kernel
 
 
 _RESIDENT_PER_SM: dict = {}
@@ -1035,14 +1059,25 @@ def _resident_per_sm(device: torch.device, args: tuple, consts: dict) -> int | N
             n_regs = None
         if n_regs:
             props = torch.cuda.get_device_properties(device)
-            # Registers are allocated per warp in units of 256 (8 a thread).
-            warp_regs = -(-n_regs * 32 // 256) * 256
-            by_regs = getattr(props, "regs_per_multiprocessor", 65536) // (warp_regs * warps)
-            by_threads = getattr(props, "max_threads_per_multi_processor", 2048) // (32 * warps)
-            by_shared = getattr(props, "shared_memory_per_multiprocessor", 233472) // (shared + 1024)
-            fit = max(1, min(by_regs, by_threads, by_shared, 32))
+            fit = programs_per_sm(n_regs, warps, shared,
+                                  regs=getattr(props, "regs_per_multiprocessor", 65536),
+                                  threads=getattr(props, "max_threads_per_multi_processor", 2048),
+                                  shared_per_sm=getattr(props, "shared_memory_per_multiprocessor", 233472))
         _RESIDENT_PER_SM[key] = fit
     return _RESIDENT_PER_SM[key]
+
+
+def programs_per_sm(n_regs: int, warps: int, shared: int, *, regs: int = 65536, threads: int = 2048,
+                    shared_per_sm: int = 233472) -> int:
+    """Programs of ``warps`` warps using ``n_regs`` registers a thread and ``shared`` bytes of
+    shared memory that one SM holds at once (defaults: sm_90), at least 1 and at most 32.
+    Registers are allocated per warp in units of 256 (8 a thread); each program also takes
+    1 KiB of shared memory the driver reserves."""
+    warp_regs = -(-n_regs * 32 // 256) * 256
+    by_regs = regs // (warp_regs * warps)
+    by_threads = threads // (32 * warps)
+    by_shared = shared_per_sm // (shared + 1024)
+    return max(1, min(by_regs, by_threads, by_shared, 32))
 
 
 def _as_rows(x: torch.Tensor) -> torch.Tensor:

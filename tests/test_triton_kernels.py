@@ -626,21 +626,10 @@ def tuning():
 
 
 @pytest.fixture
-def coop_grids(monkeypatch):
+def coop_grids():
     """The grid of every launch of the cooperative kernel during the test: proof that it ran."""
-    grids = []
-    kernel = triton_softmax._softmax_cooperative_kernel
-
-    class Spy:
-        def __getitem__(self, grid):
-            grids.append(grid)
-            return kernel[grid]
-
-        def warmup(self, *args, **kwargs):  # compiles without launching (_resident_per_sm)
-            return kernel.warmup(*args, **kwargs)
-
-    monkeypatch.setattr(triton_softmax, "_softmax_cooperative_kernel", Spy())
-    return grids
+    with triton_softmax.recording_cooperative_grids([]) as grids:
+        yield grids
 
 
 F32, F16, BF16 = torch.float32, torch.float16, torch.bfloat16
@@ -940,10 +929,9 @@ def test_gpu_cooperative_default_dispatch(tuning, coop_grids):
         y = softmax(long, precise=precise)
         launch = triton_softmax.long_row_launch(n, torch.float32, precise)
         chunks = n // launch.chunk
-        fit = [v for k, v in triton_softmax._RESIDENT_PER_SM.items()
-               if dict(k[1])["CHUNK"] == launch.chunk and dict(k[1])["num_warps"] == launch.warps
-               and dict(k[1])["LAG"] == launch.lag and dict(k[1])["PRECISE"] == precise
-               and dict(k[1])["WRITE_Y"] and not dict(k[1])["WRITE_LSE"]]
+        compiled = [(dict(k[1]), v) for k, v in triton_softmax._RESIDENT_PER_SM.items()]
+        fit = [v for c, v in compiled if c["CHUNK"] == launch.chunk and c["num_warps"] == launch.warps
+               and c["LAG"] == launch.lag and c["PRECISE"] == precise and c["WRITE_Y"] and not c["WRITE_LSE"]]
         assert len(fit) == 1 and isinstance(fit[0], int) and 1 <= fit[0] <= 32  # Triton reported the registers
         (grid,) = coop_grids[-1]
         assert grid % chunks == 0 and grid <= min(fit[0], launch.per_sm) * sms
