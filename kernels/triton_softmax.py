@@ -61,7 +61,7 @@ MAX_SINGLE_BLOCK = 16384
 #: 16-bit rows up to this length too (16 warps, 32 elements a thread): on the H200 79-80% of
 #: copy bandwidth at N = 32768 against 72% for the online schedule (2026-11-30, two rounds,
 #: bf16 and fp16, ``bench/softmax.py --sweep --variants rows_b``); at 65536 the single pass lost
-#: (54-71% against 75-77%).
+#: (54-71% against 75-77% online in three of four rounds, 44% and 61% in the others).
 MAX_SINGLE_BLOCK_16 = 32768
 #: Block width of the split-row schedule, and of the online (one program per row) one.
 STREAM_BLOCK = 4096
@@ -108,7 +108,8 @@ class LongRowLaunch(NamedTuple):
 #:   at 32768 91.6% in most runs (73.6% and 78-80.5% in others: it swings between calls and
 #:   inputs), against 83% and 80% at 4 warps (3 resident; 07:17).
 #: * fast, up to 262144: 2048-wide chunks at 4 warps with the lag and the early poll, 5 a SM
-#:   (4.85 resident): 85-86% at 131072, 84% at 262144 (07:36, 07:49), against 76% and 69.5% before.
+#:   (4.85 resident): 85-86% at 131072, 82-84% at 262144 (07:36, 07:49, 08:06), against 76% and
+#:   69.5% before.
 #: * fast, up to 1M: 8192-wide chunks at 4 warps, lag, early poll, 4 a SM (2 resident): 78.4-78.8%
 #:   at 1M (07:36, 07:49; 73.4-74.2% without the early poll) against 61.4% for the split schedule.
 #: * 16-bit, 65537 to 1M: 8192-wide chunks at 4 warps, lag, early poll, 4 a SM (2 resident),
