@@ -72,17 +72,12 @@ def resource_usage(plan: triton_softmax._Plan, dtype: str, precise: bool, arch: 
     """
     consts = triton_softmax.cooperative_constexprs(plan, precise and dtype == "fp32", write_y=True, write_lse=False)
     warps = consts.pop("num_warps")
-    options = {"num_warps": warps}
-    if consts.get("maxnreg"):
-        options["maxnreg"] = consts["maxnreg"]
-    consts.pop("maxnreg", None)
     signature = dict.fromkeys(_ARGS, "i32")
-    element = "i32" if plan.pack else dtype  # packed 16-bit rows are passed as int32 words
-    signature.update(X=f"*{element}", Y=f"*{element}", LSE="*fp32", SLOTS="*i64")
+    signature.update(X=f"*{dtype}", Y=f"*{dtype}", LSE="*fp32", SLOTS="*i64")
     signature.update(dict.fromkeys(consts, "constexpr"))
     attrs = {(_ARGS.index(name),): [["tt.divisibility", 16]] for name in _ALIGNED}
     source = ASTSource(triton_softmax._softmax_cooperative_kernel, signature, consts, attrs)
-    compiled = triton.compile(source, target=GPUTarget("cuda", arch, 32), options=options)
+    compiled = triton.compile(source, target=GPUTarget("cuda", arch, 32), options={"num_warps": warps})
     cuobjdump = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
     if not cuobjdump.exists():
         raise RuntimeError(f"{cuobjdump} not found: this Triton build ships no cuobjdump")
@@ -117,9 +112,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--per-sm", type=int, help="TUNING['coop_programs_per_sm'] (only reported: the compile ignores it)")
     p.add_argument("--lag", action=argparse.BooleanOptionalAction, help="TUNING['coop_lag']")
     p.add_argument("--early-poll", action=argparse.BooleanOptionalAction, help="TUNING['coop_early_poll']")
-    p.add_argument("--hold-x", action=argparse.BooleanOptionalAction, help="TUNING['coop_hold_x'] (16-bit inputs)")
-    p.add_argument("--pack", action=argparse.BooleanOptionalAction, help="TUNING['coop_pack'] (16-bit inputs)")
-    p.add_argument("--maxnreg", type=int, help="TUNING['coop_maxnreg']: registers a thread at most")
     p.add_argument("--fast", action="store_true", help="float32: the fast path (precise by default)")
     p.add_argument("--arch", type=int, default=90, help="compute capability, e.g. 90 for sm_90 (H100, H200)")
     p.add_argument("--json", action="store_true", help="print one JSON object a configuration instead")
@@ -131,8 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         triton_softmax.TUNING.update(cooperative=True, coop_chunk=args.chunk, coop_warps=args.warps,
                                      coop_programs_per_sm=args.per_sm, coop_lag=args.lag,
-                                     coop_early_poll=args.early_poll, coop_hold_x=args.hold_x, coop_pack=args.pack,
-                                     coop_maxnreg=args.maxnreg)
+                                     coop_early_poll=args.early_poll)
         configs = [(f"N = {args.n}", dtype, args.n, not args.fast) for dtype in args.dtypes.split(",")]
     if not args.json:
         print(f"# triton {triton.__version__}, sm_{args.arch}")
@@ -150,8 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.json:
             print(json.dumps({"launch": label, "dtype": dtype, "n": n_cols, "chunk": plan.block,
                               "warps": plan.num_warps, "chunks": plan.num_chunks, "lag": plan.lag,
-                              "early_poll": plan.early_poll, "hold_x": plan.hold_x, "pack": plan.pack,
-                              "precise": precise,
+                              "early_poll": plan.early_poll, "hold_x": plan.hold_x, "precise": precise,
                               "per_sm_asked": asked, "per_sm_fit": fit, **usage}), flush=True)
             continue
         print(f"{label:<18} {dtype:>4} chunk {plan.block:>5} x {plan.num_warps} warps  lag={int(plan.lag)} "

@@ -136,27 +136,6 @@ def sweep_variants(n: int, dtype_name: str):
         # with prefetch (the cooperative kernel with one chunk a row)
         variants += [(f"rows_b{n}_w{w}", {"block_size": n}, {"rows_warps": w}) for w in (16, 32)]
         variants.append((f"coop1_c{n}_w32", {}, {"cooperative": True, "coop_chunk": n, "coop_warps": 32}))
-    if n >= 32768 and dtype_name != "fp32":
-        # 16-bit chunks held as packed words (coop_pack: two elements a register), with the lag
-        # and without, some with a register cap (coop_maxnreg, _rN) for more programs a SM
-        pk = {"cooperative": True, "coop_pack": True}
-        lag = {"coop_lag": True, "coop_early_poll": True}
-        variants += [(f"pack_lag_pps{k}_c{c}_w{w}" + (f"_r{r}" if r else ""), {},
-                      {**pk, **lag, "coop_chunk": c, "coop_warps": w, "coop_programs_per_sm": k, "coop_maxnreg": r})
-                     for k, c, w, r in ((3, 8192, 4, None), (6, 4096, 2, None), (4, 4096, 4, None),
-                                        (2, 8192, 8, None), (3, 8192, 8, 80), (8, 4096, 2, 128)) if c < n]
-        variants += [(f"pack_pps{k}_c{c}_w{w}", {}, {**pk, "coop_chunk": c, "coop_warps": w, "coop_programs_per_sm": k})
-                     for k, c, w in ((3, 8192, 4), (4, 4096, 4), (1, 16384, 16), (1, 32768, 16)) if c <= n]
-    if n >= 16384 and dtype_name == "fp32":
-        # a register cap (coop_maxnreg) for one more program a SM on the precise path's launches,
-        # and a launch of the fast path at 1M that does not spill
-        variants += [(f"prec_pps{k}_c{c}_w{w}_r{r}", {}, {"cooperative": True, "coop_chunk": c, "coop_warps": w,
-                                                          "coop_programs_per_sm": k, "coop_maxnreg": r})
-                     for k, c, w, r in ((8, 2048, 2, 128), (4, 4096, 4, 128), (3, 4096, 4, 152)) if c < n]
-        if n > 262144:
-            variants.append(("prec_lag_pps3_c4096_w4_r168", {}, {"cooperative": True, "coop_chunk": 4096,
-                             "coop_warps": 4, "coop_programs_per_sm": 3, "coop_maxnreg": 168, "coop_lag": True,
-                             "coop_early_poll": False}))
     if n >= 16384 and dtype_name == "fp32":
         # the precise path at 2 warps a program (the fast path's best up to 65536)
         variants += [(f"coop_pps{k}_c{c}_w2", {}, {"cooperative": True, "coop_chunk": c, "coop_warps": 2,

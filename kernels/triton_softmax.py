@@ -173,7 +173,6 @@ TUNING: dict = {"rows_warps": None, "stream_warps": None, "stream_block": None,
                 "online_programs_per_sm": None, "rows_block_r": None,
                 "cooperative": None, "coop_chunk": None, "coop_warps": None, "coop_groups": None,
                 "coop_programs_per_sm": None, "coop_lag": None, "coop_hold_x": None, "coop_early_poll": None,
-                "coop_pack": None, "coop_maxnreg": None,
                 "l2_hints": None, "lane_stats": None, "keep_p": None}
 
 
@@ -531,59 +530,6 @@ def _chunk_stats(x, PRECISE: tl.constexpr):
     return m, p, _sum(p, 0, PRECISE)
 
 
-#: Packed 16-bit chunks (``PACK`` of the cooperative kernel): each int32 word holds two
-#: elements, the lower-indexed one in the low half (little-endian), so a held chunk takes one
-#: register per two elements instead of one per element (a 16-bit value loaded alone occupies
-#: a whole 32-bit register).  A pad word is two -inf.
-PACK_BF16: tl.constexpr = tl.constexpr(1)
-PACK_FP16: tl.constexpr = tl.constexpr(2)
-_PAD_BF16: tl.constexpr = tl.constexpr(-8323200)  # 0xFF80FF80 as an int32: bfloat16 -inf twice
-_PAD_FP16: tl.constexpr = tl.constexpr(-67044352)  # 0xFC00FC00: float16 -inf twice
-
-
-@triton.jit
-def _unpack16(w, PACK: tl.constexpr):
-    """The two elements of each packed word as float32 (exact): (low half, high half)."""
-    if PACK == PACK_BF16:  # a bfloat16 is the high half of the float32 of the same value
-        lo = (w << 16).to(tl.float32, bitcast=True)
-        hi = (w & -65536).to(tl.float32, bitcast=True)
-    else:
-        lo = w.to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32)
-        hi = (w >> 16).to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32)
-    return lo, hi
-
-
-@triton.jit
-def _pack16(lo, hi, PACK: tl.constexpr):
-    """float32 (low, high) halves rounded to the packed 16-bit type (nearest even), as words."""
-    if PACK == PACK_BF16:
-        a = lo.to(tl.bfloat16).to(tl.int16, bitcast=True)
-        b = hi.to(tl.bfloat16).to(tl.int16, bitcast=True)
-    else:
-        a = lo.to(tl.float16).to(tl.int16, bitcast=True)
-        b = hi.to(tl.float16).to(tl.int16, bitcast=True)
-    return (b.to(tl.int32) << 16) | (a.to(tl.int32) & 0xFFFF)
-
-
-@triton.jit
-def _chunk_stats_of(x, PACK: tl.constexpr, PRECISE: tl.constexpr):
-    """_chunk_stats of a loaded chunk, in its own element type (``PACK``: packed words, whose
-    exponentials are not kept: p is the chunk itself, for _coop_finish to compute them again)."""
-    if PACK:
-        lo, hi = _unpack16(x, PACK)
-        m = tl.maximum(tl.max(lo, axis=0), tl.max(hi, axis=0))
-        shift = safe_max(m)
-        # Unpack again for the exponentials, from words that depend on m (adding 0, or 1 where
-        # m is NaN and the chunk's sum is NaN anyway), so that the compiler unpacks twice
-        # instead of keeping both float32 halves live across the maximum.
-        lo, hi = _unpack16(x + (m != m).to(tl.int32), PACK)
-        l = tl.sum(_exp(lo, shift, PRECISE), axis=0) + tl.sum(_exp(hi, shift, PRECISE), axis=0)
-        p = x
-    else:
-        m, p, l = _chunk_stats(x.to(tl.float32), PRECISE)
-    return m, p, l
-
-
 @triton.jit
 def _merge_f64(mc, lc):
     """(shift, l) of a row from its chunks' (m_c, l_c): shift = safe_max(max_c m_c) in float32,
@@ -614,7 +560,7 @@ def _poll_slots(slots, n_chunks, c, BLOCK_S: tl.constexpr):
 
 @triton.jit
 def _cooperative_row_stats(x_row, slots, packed, n_cols, n_chunks, c, m_own, l_own, spin_limit,
-                           CHUNK: tl.constexpr, BLOCK_S: tl.constexpr, PRECISE: tl.constexpr, PACK: tl.constexpr):
+                           CHUNK: tl.constexpr, BLOCK_S: tl.constexpr, PRECISE: tl.constexpr):
     """(shift, l in float64) of a row from its n_chunks published chunk statistics (chunk c
     is ours), given a first poll of the slots (``packed``, from _poll_slots).
 
@@ -641,8 +587,8 @@ def _cooperative_row_stats(x_row, slots, packed, n_cols, n_chunks, c, m_own, l_o
             lj = tl.sum(tl.where(idx == j, lc, 0.0), axis=0)
             if lj == _COOP_EMPTY_L:
                 cols = j * CHUNK + offs
-                xj = _load_chunk(x_row, 0, 1, n_cols, 0, cols, PACK)
-                mj, _pj, lj = _chunk_stats_of(xj, PACK, PRECISE)
+                xj = tl.load(x_row + cols, mask=cols < n_cols, other=float("-inf")).to(tl.float32)
+                mj, _pj, lj = _chunk_stats(xj, PRECISE)
                 mc = tl.where(idx == j, mj, mc)
                 lc = tl.where(idx == j, lj, lc)
     mc = tl.where(idx == c, m_own, tl.where(valid, mc, float("-inf")))
@@ -659,36 +605,20 @@ def _coop_publish(slots, c, m_c, l_c, ok):
 @triton.jit
 def _coop_finish(x_row, y_row, lse_at, slots, packed, n_cols, n_chunks, c, cols, in_row, p, m_c, l_c, spin_limit,
                  CHUNK: tl.constexpr, BLOCK_S: tl.constexpr, COOP: tl.constexpr,
-                 PRECISE: tl.constexpr, WRITE_Y: tl.constexpr, WRITE_LSE: tl.constexpr, HOLD_X: tl.constexpr,
-                 PACK: tl.constexpr):
+                 PRECISE: tl.constexpr, WRITE_Y: tl.constexpr, WRITE_LSE: tl.constexpr):
     """Write one row's chunk ``y = p * exp(m_c - shift) / l`` (and its LSE from chunk 0), once
     the row's statistics are merged from the published slots (``COOP``; ``packed`` is a first
-    poll of them) or are the chunk's own.  With ``HOLD_X``, ``p`` is the chunk's input and its
-    exponentials are computed here, after the merge, as _chunk_stats computed them (``PACK``:
-    from packed words, written back packed)."""
+    poll of them) or are the chunk's own."""
     shift = safe_max(m_c)
     l = l_c.to(tl.float64)
     if COOP:
         if WRITE_Y:
             shift, l = _cooperative_row_stats(x_row, slots, packed, n_cols, n_chunks, c, m_c, l_c,
-                                              spin_limit, CHUNK, BLOCK_S, PRECISE, PACK)
+                                              spin_limit, CHUNK, BLOCK_S, PRECISE)
         elif c == 0:  # only the LSE is wanted: one member per group merges
             shift, l = _cooperative_row_stats(x_row, slots, packed, n_cols, n_chunks, c, m_c, l_c,
-                                              spin_limit, CHUNK, BLOCK_S, PRECISE, PACK)
-    if WRITE_Y and PACK:
-        # As below, for each half of the words (their shift gets the same 0 * l_c).
-        factor = (tl.exp(m_c.to(tl.float64) - shift.to(tl.float64)) / tl.where(l == 0.0, 1.0, l)).to(tl.float32)
-        lo, hi = _unpack16(p, PACK)
-        at = safe_max(m_c) + 0.0 * l_c
-        y = _pack16(_exp(lo, at, PRECISE) * factor, _exp(hi, at, PRECISE) * factor, PACK)
-        tl.store(y_row + cols, y, mask=in_row)
-    elif WRITE_Y:
-        if HOLD_X:
-            # Adding 0 * l_c (0 for every finite l_c; NaN for a NaN one, whose row is NaN
-            # anyway) keeps the value and makes the expression depend on the chunk's sum, so
-            # the compiler cannot keep _chunk_stats' exponentials live through the exchange
-            # instead of the narrower input.
-            p = _exp(p.to(tl.float32), safe_max(m_c) + 0.0 * l_c, PRECISE)
+                                              spin_limit, CHUNK, BLOCK_S, PRECISE)
+    if WRITE_Y:
         # exp(m_c - shift) / l: 0 for an all -inf chunk or row (l = 0 read as 1), NaN
         # when l is; exactly 1 / l for the chunk holding the maximum.
         scale = tl.exp(m_c.to(tl.float64) - shift.to(tl.float64)) / tl.where(l == 0.0, 1.0, l)
@@ -703,16 +633,10 @@ def _coop_finish(x_row, y_row, lse_at, slots, packed, n_cols, n_chunks, c, cols,
 
 
 @triton.jit
-def _load_chunk(X, row, n_rows, n_cols, stride_xr, cols, PACK: tl.constexpr):
+def _load_chunk(X, row, n_rows, n_cols, stride_xr, cols):
     # A row past the last one loads nothing (an empty mask) and reads as all -inf.
     limit = tl.where(row < n_rows, n_cols, 0)
-    if PACK == PACK_BF16:
-        x = tl.load(X + row * stride_xr + cols, mask=cols < limit, other=_PAD_BF16)
-    elif PACK == PACK_FP16:
-        x = tl.load(X + row * stride_xr + cols, mask=cols < limit, other=_PAD_FP16)
-    else:
-        x = tl.load(X + row * stride_xr + cols, mask=cols < limit, other=float("-inf"))
-    return x
+    return tl.load(X + row * stride_xr + cols, mask=cols < limit, other=float("-inf"))
 
 
 @triton.jit
@@ -721,7 +645,6 @@ def _softmax_cooperative_kernel(
     CHUNK: tl.constexpr, BLOCK_S: tl.constexpr, COOP: tl.constexpr,
     PRECISE: tl.constexpr, WRITE_Y: tl.constexpr, WRITE_LSE: tl.constexpr,
     LAG: tl.constexpr = False, HOLD_X: tl.constexpr = False, EARLY_POLL: tl.constexpr = False,
-    PACK: tl.constexpr = 0,
 ):
     """Cooperative split rows: every element read once and written once, for long rows.
 
@@ -786,15 +709,15 @@ def _softmax_cooperative_kernel(
     in_row = cols < n_cols
     # 64-bit offsets: row * stride can pass 2**31.  The host makes n_groups <= n_rows.
     first = tl.zeros([], tl.int64) + group
-    x = _load_chunk(X, first, n_rows, n_cols, stride_xr, cols, PACK)
+    x = _load_chunk(X, first, n_rows, n_cols, stride_xr, cols)
     if LAG:
         # The first row is published before the loop; each iteration then publishes the row
         # after the one it finishes (LAG requires COOP).
-        m_c, p, l_c = _chunk_stats_of(x, PACK, PRECISE)
+        m_c, p, l_c = _chunk_stats(x.to(tl.float32), PRECISE)
         _coop_publish(SLOTS + first * n_chunks, c, m_c, l_c, first < n_rows)
         if HOLD_X:
             p = x
-        x = _load_chunk(X, first + n_groups, n_rows, n_cols, stride_xr, cols, PACK)
+        x = _load_chunk(X, first + n_groups, n_rows, n_cols, stride_xr, cols)
     for row in range(group, n_rows, n_groups):
         row64 = tl.zeros([], tl.int64) + row  # row is a plain int when interpreted
         # The next load is issued before any work on this row, so the memory system stays
@@ -803,29 +726,29 @@ def _softmax_cooperative_kernel(
             if EARLY_POLL:
                 packed = _poll_slots(SLOTS + row64 * n_chunks, n_chunks, c, BLOCK_S)
             ahead = row64 + n_groups
-            x_next = _load_chunk(X, ahead + n_groups, n_rows, n_cols, stride_xr, cols, PACK)
-            m_a, p_a, l_a = _chunk_stats_of(x, PACK, PRECISE)
+            x_next = _load_chunk(X, ahead + n_groups, n_rows, n_cols, stride_xr, cols)
+            m_a, p_a, l_a = _chunk_stats(x.to(tl.float32), PRECISE)
             _coop_publish(SLOTS + ahead * n_chunks, c, m_a, l_a, ahead < n_rows)
             if not EARLY_POLL:
                 packed = _poll_slots(SLOTS + row64 * n_chunks, n_chunks, c, BLOCK_S)
+            p_row = p
             if HOLD_X:
                 p_a = x
+                p_row = _exp(p.to(tl.float32), safe_max(m_c), PRECISE)  # as _chunk_stats computed it
             _coop_finish(X + row64 * stride_xr, Y + row64 * stride_yr, LSE + row64, SLOTS + row64 * n_chunks, packed,
-                         n_cols, n_chunks, c, cols, in_row, p, m_c, l_c, spin_limit,
-                         CHUNK, BLOCK_S, COOP, PRECISE, WRITE_Y, WRITE_LSE, HOLD_X, PACK)
+                         n_cols, n_chunks, c, cols, in_row, p_row, m_c, l_c, spin_limit,
+                         CHUNK, BLOCK_S, COOP, PRECISE, WRITE_Y, WRITE_LSE)
             m_c, p, l_c = m_a, p_a, l_a
         else:
-            x_next = _load_chunk(X, row64 + n_groups, n_rows, n_cols, stride_xr, cols, PACK)
-            m_c, p, l_c = _chunk_stats_of(x, PACK, PRECISE)
-            if HOLD_X:
-                p = x
+            x_next = _load_chunk(X, row64 + n_groups, n_rows, n_cols, stride_xr, cols)
+            m_c, p, l_c = _chunk_stats(x.to(tl.float32), PRECISE)
             packed = tl.zeros([BLOCK_S], tl.int64)
             if COOP:
                 _coop_publish(SLOTS + row64 * n_chunks, c, m_c, l_c, row64 < n_rows)
                 packed = _poll_slots(SLOTS + row64 * n_chunks, n_chunks, c, BLOCK_S)
             _coop_finish(X + row64 * stride_xr, Y + row64 * stride_yr, LSE + row64, SLOTS + row64 * n_chunks, packed,
                          n_cols, n_chunks, c, cols, in_row, p, m_c, l_c, spin_limit,
-                         CHUNK, BLOCK_S, COOP, PRECISE, WRITE_Y, WRITE_LSE, HOLD_X, PACK)
+                         CHUNK, BLOCK_S, COOP, PRECISE, WRITE_Y, WRITE_LSE)
         x = x_next
 
 
@@ -849,9 +772,7 @@ class _Plan(NamedTuple):
     groups: int = 0  # cooperative: rows in flight
     lag: bool = False  # cooperative, several chunks a row: publish a row ahead of the poll
     early_poll: bool = False  # with the lag: first read of the slots at the top of the iteration
-    hold_x: bool = False  # 16-bit inputs: hold the input chunk, not its exponentials
-    pack: int = 0  # 16-bit inputs: held as packed words (PACK_BF16, PACK_FP16), where the rows allow
-    maxnreg: int = 0  # registers a thread at most (0: as the compiler likes)
+    hold_x: bool = False  # with the lag, 16-bit inputs: hold the input chunk, not its exponentials
     lanes: bool = False  # online, split: per-lane statistics in the first sweep
     keep_p: bool = False  # online, precise float32: the first sweep writes exp(x - m_b) for the second
 
@@ -904,13 +825,9 @@ def _cooperative_plan(n_rows: int, n_cols: int, dtype: torch.dtype, sms: int, pr
     num_warps = TUNING["coop_warps"] or (launch.warps if launch else max(1, min(COOP_WARPS, chunk // 512)))
     lag = num_chunks > 1 and bool(_tuned("coop_lag", launch.lag if launch else False))
     early = lag and bool(_tuned("coop_early_poll", launch.early_poll if launch else True))
-    hold_x = dtype != torch.float32 and bool(_tuned("coop_hold_x", lag))
-    pack = 0
-    if dtype != torch.float32 and n_cols % 2 == 0 and chunk >= 2 and _tuned("coop_pack", False):
-        pack = int(PACK_BF16 if dtype == torch.bfloat16 else PACK_FP16)
+    hold_x = lag and dtype != torch.float32 and bool(_tuned("coop_hold_x", True))
     return _Plan("cooperative", block=chunk, num_warps=num_warps, num_chunks=num_chunks, groups=max(1, groups),
-                 lag=lag, early_poll=early, hold_x=hold_x or bool(pack), pack=pack,
-                 maxnreg=int(_tuned("coop_maxnreg", 0)))
+                 lag=lag, early_poll=early, hold_x=hold_x)
 
 
 def _plan(n_rows: int, n_cols: int, dtype: torch.dtype, sms: int, interpreted: bool, l2_bytes: int,
@@ -1068,11 +985,9 @@ def _launch(x2: torch.Tensor, y2: torch.Tensor | None, lse: torch.Tensor | None,
 def cooperative_constexprs(plan: _Plan, precise: bool, write_y: bool, write_lse: bool) -> dict:
     """The compile-time arguments (and ``num_warps``) of ``_softmax_cooperative_kernel`` for
     ``plan``; ``precise`` as the launch passes it (float32 only)."""
-    return dict(CHUNK=plan.block // 2 if plan.pack else plan.block,
-                BLOCK_S=max(32 * plan.num_warps, triton.next_power_of_2(plan.num_chunks)),
+    return dict(CHUNK=plan.block, BLOCK_S=max(32 * plan.num_warps, triton.next_power_of_2(plan.num_chunks)),
                 COOP=plan.num_chunks > 1, LAG=plan.lag, HOLD_X=plan.hold_x, EARLY_POLL=plan.early_poll,
-                PACK=plan.pack, PRECISE=precise, WRITE_Y=write_y, WRITE_LSE=write_lse, num_warps=plan.num_warps,
-                **({"maxnreg": plan.maxnreg} if plan.maxnreg else {}))
+                PRECISE=precise, WRITE_Y=write_y, WRITE_LSE=write_lse, num_warps=plan.num_warps)
 
 
 def _launch_cooperative(plan: _Plan, x2: torch.Tensor, y_arg: torch.Tensor, lse_arg: torch.Tensor, stride_y: int,
@@ -1082,22 +997,10 @@ def _launch_cooperative(plan: _Plan, x2: torch.Tensor, y_arg: torch.Tensor, lse_
     are not resident: each poll would time out and rebuild them)."""
     n_rows, n_cols = x2.shape
     coop = plan.num_chunks > 1
-    stride_x = x2.stride(0)
-    if plan.pack:
-        # Packed words need whole pairs: an even row stride and 4-byte aligned rows (the plan
-        # asked for an even row length); otherwise the elements are held one a register.
-        pairs = (x2.stride(1) == 1 and stride_x % 2 == 0 and x2.data_ptr() % 4 == 0
-                 and (not write_y or (y_arg.stride(1) == 1 and stride_y % 2 == 0 and y_arg.data_ptr() % 4 == 0)))
-        if pairs:
-            x2 = x2.view(torch.int32)
-            y_arg = y_arg.view(torch.int32) if write_y else x2
-            n_cols, stride_x, stride_y = n_cols // 2, stride_x // 2, stride_y // 2
-        else:
-            plan = plan._replace(pack=0)
     # A fresh slot per (row, chunk) every launch, all "unpublished": nothing is reused, so
     # no reset can race with a late reader (and CUDA graphs replay the fill too).
     slots = torch.full((n_rows * plan.num_chunks if coop else 1,), _COOP_EMPTY, device=x2.device, dtype=torch.int64)
-    args = (x2, y_arg, lse_arg, slots, n_rows, n_cols, stride_x, stride_y, plan.num_chunks,
+    args = (x2, y_arg, lse_arg, slots, n_rows, n_cols, x2.stride(0), stride_y, plan.num_chunks,
             _INTERPRETER_SPINS if interpreted else COOP_SPIN_LIMIT)
     consts = cooperative_constexprs(plan, precise, write_y, write_lse)
     groups = plan.groups
