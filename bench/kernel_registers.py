@@ -5,7 +5,8 @@ wait on each other), so its speed follows from the compiled kernel's registers: 
 has 65536 registers and 2048 threads.  This compiles ``_softmax_cooperative_kernel`` for a
 target without a GPU (Triton's own ptxas), reads the cubin's resource usage with Triton's
 bundled ``cuobjdump --dump-resource-usage`` and prints, per configuration, the registers a
-thread, the local memory (spills) and how many programs a SM the registers allow -- the
+thread, the bytes of stack a thread (register spills: ptxas spills to the stack frame, which
+cuobjdump reports as STACK, not as LOCAL) and how many programs a SM the registers allow -- the
 number the launch's ``_resident_per_sm`` reads from the driver on a GPU.  The plan and the
 compile-time arguments are the launch's own (``_cooperative_plan``,
 ``cooperative_constexprs``, ``programs_per_sm``), so the kernel compiled here is the one a
@@ -112,6 +113,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--per-sm", type=int, help="TUNING['coop_programs_per_sm'] (only reported: the compile ignores it)")
     p.add_argument("--lag", action=argparse.BooleanOptionalAction, help="TUNING['coop_lag']")
     p.add_argument("--early-poll", action=argparse.BooleanOptionalAction, help="TUNING['coop_early_poll']")
+    p.add_argument("--hold-x", action=argparse.BooleanOptionalAction,
+                   help="TUNING['coop_hold_x'] (16-bit inputs with the lag)")
     p.add_argument("--fast", action="store_true", help="float32: the fast path (precise by default)")
     p.add_argument("--arch", type=int, default=90, help="compute capability, e.g. 90 for sm_90 (H100, H200)")
     p.add_argument("--json", action="store_true", help="print one JSON object a configuration instead")
@@ -123,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         triton_softmax.TUNING.update(cooperative=True, coop_chunk=args.chunk, coop_warps=args.warps,
                                      coop_programs_per_sm=args.per_sm, coop_lag=args.lag,
-                                     coop_early_poll=args.early_poll)
+                                     coop_early_poll=args.early_poll, coop_hold_x=args.hold_x)
         configs = [(f"N = {args.n}", dtype, args.n, not args.fast) for dtype in args.dtypes.split(",")]
     if not args.json:
         print(f"# triton {triton.__version__}, sm_{args.arch}")
@@ -142,11 +145,12 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps({"launch": label, "dtype": dtype, "n": n_cols, "chunk": plan.block,
                               "warps": plan.num_warps, "chunks": plan.num_chunks, "lag": plan.lag,
                               "early_poll": plan.early_poll, "hold_x": plan.hold_x, "precise": precise,
-                              "per_sm_asked": asked, "per_sm_fit": fit, **usage}), flush=True)
+                              "per_sm_asked": asked, "per_sm_fit": fit,
+                              "spill_ok": bool(launch and launch.spill_ok), **usage}), flush=True)
             continue
         print(f"{label:<18} {dtype:>4} chunk {plan.block:>5} x {plan.num_warps} warps  lag={int(plan.lag)} "
               f"early={int(plan.early_poll)} precise={int(precise)}:  {usage['REG']:>3} registers, "
-              f"local {usage['LOCAL']}, {fit} a SM, {asked} asked", flush=True)
+              f"spills {usage.get('STACK', 0)} B, {fit} a SM, {asked} asked", flush=True)
     return 0
 
 
