@@ -21,6 +21,7 @@ import argparse
 import datetime
 import json
 import platform
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -154,8 +155,28 @@ def sweep_variants(n: int, dtype_name: str):
     return variants
 
 
+#: nvidia-smi fields read after every timing (reading only: the clocks are never set here).
+_GPU_FIELDS = ("clocks.sm", "clocks.mem", "power.draw", "temperature.gpu", "clocks_event_reasons.active")
+
+
+def gpu_state() -> dict:
+    """The GPU's SM and memory clocks (MHz), power (W), temperature (C) and active clock-event
+    (throttle) reasons as nvidia-smi reports them now; {} where nvidia-smi cannot say.  A
+    schedule bound by its own work slows down when the SM clock drops, while the copy, bound by
+    HBM, does not: this tells such a drop from a slower kernel."""
+    for fields in (_GPU_FIELDS, _GPU_FIELDS[:-1]):
+        try:
+            out = subprocess.run(["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits",
+                                  "-i", str(torch.cuda.current_device())], capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            return {}
+        if out.returncode == 0 and out.stdout.strip():
+            return dict(zip(fields, (v.strip() for v in out.stdout.strip().split(","))))
+    return {}
+
+
 def bench_case(dtype_name: str, n: int, total: int, sweep: bool, warmup: float, rep: float,
-               only: list[str] | None = None) -> list[dict]:
+               only: list[str] | None = None, polls: bool = False) -> list[dict]:
     from triton.testing import do_bench
 
     from kernels import triton_softmax
@@ -170,7 +191,8 @@ def bench_case(dtype_name: str, n: int, total: int, sweep: bool, warmup: float, 
 
     def record(name, fn, check=None, schedule=None):
         ms = do_bench(fn, warmup=warmup, rep=rep, return_mode="median")
-        r = {"dtype": dtype_name, "N": n, "rows": rows, "impl": name, "ms": ms, "GBps": nbytes / (ms * 1e-3) / 1e9}
+        r = {"dtype": dtype_name, "N": n, "rows": rows, "impl": name, "ms": ms, "GBps": nbytes / (ms * 1e-3) / 1e9,
+             "gpu": gpu_state()}
         if check is not None:
             r["max_abs_diff_vs_torch"] = check
         if schedule is not None:
@@ -212,16 +234,32 @@ def bench_case(dtype_name: str, n: int, total: int, sweep: bool, warmup: float, 
                 print(f"{dtype_name:>5} N={n:<8} {name}: one call took {once:.2f} s; not timed "
                       f"(a cooperative launch whose partners are not all resident?)", flush=True)
                 continue
-            record(name, lambda kw=kw: softmax(x, **kw), diff, schedule)
+            r = record(name, lambda kw=kw: softmax(x, **kw), diff, schedule)
+            if polls and grids:
+                # One more call that counts its polls (a kernel compiled with two atomics a row):
+                # how often a program's first poll of a row found a partner missing.
+                with triton_softmax.counting_cooperative_polls() as counts:
+                    softmax(x, **kw)
+                if counts:
+                    extra, again = counts[0].tolist()
+                    plan = triton_softmax._cooperative_plan(rows, n, dtype, torch.cuda.get_device_properties(0)
+                                                            .multi_processor_count, kw.get("precise", True))
+                    pairs = rows * (plan.num_chunks if plan else 1)
+                    r["polls"] = {"extra": extra, "polled_again": again, "row_programs": pairs}
         finally:
             triton_softmax.TUNING.update(defaults)
     for r in out:
         r["of_copy"] = r["GBps"] / copy["GBps"]
         r["over_torch"] = tor["ms"] / r["ms"]
+        if "polls" in r:
+            q = r["polls"]
+            r["schedule"] += (f" polls: {100 * q['polled_again'] / max(1, q['row_programs']):.1f}% again, "
+                              f"{q['extra'] / max(1, q['polled_again']):.0f} extra each")
         print(f"{dtype_name:>5} N={n:<8} rows={rows:<7} {r['impl']:<28} {r['ms']:8.3f} ms {r['GBps']:8.0f} GB/s "
               f"{100 * r['of_copy']:5.1f}% of copy  {r['over_torch']:5.2f}x torch"
               + (f"  diff {r['max_abs_diff_vs_torch']:.1e}" if "max_abs_diff_vs_torch" in r else "")
-              + (f"  [{r['schedule']}]" if "schedule" in r else ""), flush=True)
+              + (f"  [{r['schedule']}]" if "schedule" in r else "")
+              + (f"  {r['gpu'].get('clocks.sm', '?')} MHz" if r["gpu"] else ""), flush=True)
     del x, y
     torch.cuda.empty_cache()
     return out
@@ -241,6 +279,8 @@ def main(argv=None) -> int:
                    "input allocation (results swing between allocations: see BENCHMARKS.md)")
     p.add_argument("--warmup", type=float, default=25.0, help="do_bench warm-up, ms")
     p.add_argument("--rep", type=float, default=100.0, help="do_bench measuring time, ms")
+    p.add_argument("--polls", action="store_true", help="after timing a cooperative launch, count in one more "
+                   "call how often its programs polled a row's slots more than once (shown after the schedule)")
     args = p.parse_args(argv)
 
     if not torch.cuda.is_available():
@@ -257,7 +297,7 @@ def main(argv=None) -> int:
         for n in (int(s) for s in args.ns.split(",")):
             for r in range(args.rounds):
                 got = bench_case(dtype_name, n, args.elements, args.sweep, args.warmup, args.rep,
-                                 [v for v in args.variants.split(",") if v])
+                                 [v for v in args.variants.split(",") if v], args.polls)
                 rows += [dict(row, round=r) for row in got]
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)

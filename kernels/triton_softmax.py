@@ -21,7 +21,7 @@ Four schedules compute the same function:
   chunks' ``(m, l)`` through global memory, so every element is read once and written
   once (see ``_softmax_cooperative_kernel``).  By default it runs with one chunk per row
   for precise float32 rows of 8193..16384 (``COOP_CHUNK``), and with chunks held by
-  several programs a SM for float32 rows of 16385..1M and 16-bit rows of 65537..1M
+  several programs a SM for float32 rows of 16385..1M and 16-bit rows of 262145..1M
   (``COOP_LONG``, launched per path and row length).
 
 :func:`schedule_for` says which schedule a call takes.
@@ -116,11 +116,16 @@ class LongRowLaunch(NamedTuple):
 #:   It spills (184 bytes a thread with triton 3.6, 128 with 3.9: ``bench/kernel_registers.py``);
 #:   the launch of that path that does not (4096 x 4 warps, lag, early poll: 196 registers, 2 a
 #:   SM) read 60.1-60.2% against its 78.1-78.9% (09:40, two rounds).
-#: * 16-bit, 65537 to 1M: 8192-wide chunks at 4 warps, lag, early poll, 4 a SM (2 resident),
-#:   the input chunk held: bf16 / fp16 68% / 70% at 131072 against 56% online, 64% / 67.5% at 1M
-#:   against 44-58% split (07:36, 07:49); at 262144 both it and the split schedule swing between
-#:   inputs (bf16 67%/49% against 59%/43%).  Without the early poll bf16 read 44% on the
-#:   narrow shapes.  At 65536 the online schedule keeps it (74-77%).
+#: * 16-bit, 262145 to 1M: 8192-wide chunks at 4 warps, lag, early poll, 4 a SM (2 resident),
+#:   the input chunk held: 64% / 67.5% (bf16 / fp16) at 1M against 44-58% split (07:36, 07:49).
+#:   Across five calls later that day (09:40-09:53, 26 rounds each) it swung between 39% and
+#:   68% at 1M, split rows between 39% and 56%, torch.softmax 22-23%.
+#:   Rows of 65537..262144 stay on the online schedule.  There this launch averaged a few points
+#:   more (131072: bf16 59.1%, fp16 60.2%, against 56.5% and 55.8% online; 262144: 58.7% and
+#:   59.2% against 49.0% and 48.7%), but it swung between 68-71% and 35-50% from launch to
+#:   launch, under torch.softmax's 44-47% in its worst rounds (0.78x), with no change in clocks
+#:   or in how often its programs had to poll again.  The online schedule held 55-57% and
+#:   48-49% in every round (1.04x torch or more).
 #:
 #: At N = 16384 the precise path's one-chunk schedule stays faster (79% against 70%).
 COOP_LONG = {
@@ -131,7 +136,7 @@ COOP_LONG = {
     "16-bit": (LongRowLaunch(1 << 20, 8192, 4, 4, lag=True, early_poll=True),),
 }
 #: Rows up to this length (per path) are not long rows.
-COOP_LONG_MIN = {"precise": MAX_SINGLE_BLOCK, "fast": MAX_SINGLE_BLOCK, "16-bit": 65536}
+COOP_LONG_MIN = {"precise": MAX_SINGLE_BLOCK, "fast": MAX_SINGLE_BLOCK, "16-bit": 262144}
 COOP_LONG_MAX = 1 << 20
 
 
@@ -177,6 +182,7 @@ TUNING: dict = {"rows_warps": None, "stream_warps": None, "stream_block": None,
                 "online_programs_per_sm": None, "rows_block_r": None,
                 "cooperative": None, "coop_chunk": None, "coop_warps": None, "coop_groups": None,
                 "coop_programs_per_sm": None, "coop_lag": None, "coop_hold_x": None, "coop_early_poll": None,
+
                 "l2_hints": None, "lane_stats": None, "keep_p": None}
 
 
@@ -563,14 +569,18 @@ def _poll_slots(slots, n_chunks, c, BLOCK_S: tl.constexpr):
 
 
 @triton.jit
-def _cooperative_row_stats(x_row, slots, packed, n_cols, n_chunks, c, m_own, l_own, spin_limit,
-                           CHUNK: tl.constexpr, BLOCK_S: tl.constexpr, PRECISE: tl.constexpr):
+def _cooperative_row_stats(x_row, slots, packed, n_cols, n_chunks, c, m_own, l_own, spin_limit, counts,
+                           CHUNK: tl.constexpr, BLOCK_S: tl.constexpr, PRECISE: tl.constexpr,
+                           COUNT_SPINS: tl.constexpr):
     """(shift, l in float64) of a row from its n_chunks published chunk statistics (chunk c
     is ours), given a first poll of the slots (``packed``, from _poll_slots).
 
     Polls again at most spin_limit times while a chunk is missing; any chunk still
     unpublished after that is computed here from the input, so the result never depends on
     a partner being resident.
+
+    A diagnostic (off by default): with ``COUNT_SPINS`` the program adds its polls after the
+    first to ``counts[0]`` and 1 to ``counts[1]`` when it polled again at all.
     """
     idx = tl.arange(0, BLOCK_S)
     valid = idx < n_chunks
@@ -582,6 +592,9 @@ def _cooperative_row_stats(x_row, slots, packed, n_cols, n_chunks, c, m_own, l_o
         mc, lc = _unpack_stats(packed)
         missing = tl.sum((lc == _COOP_EMPTY_L).to(tl.int32), axis=0)
         spins += 1
+    if COUNT_SPINS:
+        tl.atomic_add(counts, spins.to(tl.int64), sem="relaxed")
+        tl.atomic_add(counts + 1, (spins > 0).to(tl.int64), sem="relaxed")
     if missing > 0:
         # A partner is late (not resident, or the interpreter, which runs programs one by
         # one): read its chunk from the input.  Slow but correct; never taken in a normal
@@ -608,8 +621,9 @@ def _coop_publish(slots, c, m_c, l_c, ok):
 
 @triton.jit
 def _coop_finish(x_row, y_row, lse_at, slots, packed, n_cols, n_chunks, c, cols, in_row, p, m_c, l_c, spin_limit,
-                 CHUNK: tl.constexpr, BLOCK_S: tl.constexpr, COOP: tl.constexpr,
-                 PRECISE: tl.constexpr, WRITE_Y: tl.constexpr, WRITE_LSE: tl.constexpr):
+                 counts, CHUNK: tl.constexpr, BLOCK_S: tl.constexpr, COOP: tl.constexpr,
+                 PRECISE: tl.constexpr, WRITE_Y: tl.constexpr, WRITE_LSE: tl.constexpr,
+                 COUNT_SPINS: tl.constexpr):
     """Write one row's chunk ``y = p * exp(m_c - shift) / l`` (and its LSE from chunk 0), once
     the row's statistics are merged from the published slots (``COOP``; ``packed`` is a first
     poll of them) or are the chunk's own."""
@@ -617,11 +631,11 @@ def _coop_finish(x_row, y_row, lse_at, slots, packed, n_cols, n_chunks, c, cols,
     l = l_c.to(tl.float64)
     if COOP:
         if WRITE_Y:
-            shift, l = _cooperative_row_stats(x_row, slots, packed, n_cols, n_chunks, c, m_c, l_c,
-                                              spin_limit, CHUNK, BLOCK_S, PRECISE)
+            shift, l = _cooperative_row_stats(x_row, slots, packed, n_cols, n_chunks, c, m_c, l_c, spin_limit,
+                                              counts, CHUNK, BLOCK_S, PRECISE, COUNT_SPINS)
         elif c == 0:  # only the LSE is wanted: one member per group merges
-            shift, l = _cooperative_row_stats(x_row, slots, packed, n_cols, n_chunks, c, m_c, l_c,
-                                              spin_limit, CHUNK, BLOCK_S, PRECISE)
+            shift, l = _cooperative_row_stats(x_row, slots, packed, n_cols, n_chunks, c, m_c, l_c, spin_limit,
+                                              counts, CHUNK, BLOCK_S, PRECISE, COUNT_SPINS)
     if WRITE_Y:
         # exp(m_c - shift) / l: 0 for an all -inf chunk or row (l = 0 read as 1), NaN
         # when l is; exactly 1 / l for the chunk holding the maximum.
@@ -649,6 +663,7 @@ def _softmax_cooperative_kernel(
     CHUNK: tl.constexpr, BLOCK_S: tl.constexpr, COOP: tl.constexpr,
     PRECISE: tl.constexpr, WRITE_Y: tl.constexpr, WRITE_LSE: tl.constexpr,
     LAG: tl.constexpr = False, HOLD_X: tl.constexpr = False, EARLY_POLL: tl.constexpr = False,
+    COUNT_SPINS: tl.constexpr = False,
 ):
     """Cooperative split rows: every element read once and written once, for long rows.
 
@@ -741,7 +756,8 @@ def _softmax_cooperative_kernel(
                 p_row = _exp(p.to(tl.float32), safe_max(m_c), PRECISE)  # as _chunk_stats computed it
             _coop_finish(X + row64 * stride_xr, Y + row64 * stride_yr, LSE + row64, SLOTS + row64 * n_chunks, packed,
                          n_cols, n_chunks, c, cols, in_row, p_row, m_c, l_c, spin_limit,
-                         CHUNK, BLOCK_S, COOP, PRECISE, WRITE_Y, WRITE_LSE)
+                         SLOTS + n_rows * n_chunks, CHUNK, BLOCK_S, COOP, PRECISE, WRITE_Y, WRITE_LSE,
+                         COUNT_SPINS)
             m_c, p, l_c = m_a, p_a, l_a
         else:
             x_next = _load_chunk(X, row64 + n_groups, n_rows, n_cols, stride_xr, cols)
@@ -752,7 +768,8 @@ def _softmax_cooperative_kernel(
                 packed = _poll_slots(SLOTS + row64 * n_chunks, n_chunks, c, BLOCK_S)
             _coop_finish(X + row64 * stride_xr, Y + row64 * stride_yr, LSE + row64, SLOTS + row64 * n_chunks, packed,
                          n_cols, n_chunks, c, cols, in_row, p, m_c, l_c, spin_limit,
-                         CHUNK, BLOCK_S, COOP, PRECISE, WRITE_Y, WRITE_LSE)
+                         SLOTS + n_rows * n_chunks, CHUNK, BLOCK_S, COOP, PRECISE, WRITE_Y, WRITE_LSE,
+                         COUNT_SPINS)
         x = x_next
 
 
@@ -789,7 +806,7 @@ def _single_block(dtype: torch.dtype) -> int:
 def _wants_cooperative(n_cols: int, dtype: torch.dtype, precise: bool) -> bool:
     """Rows for which the cooperative schedule is the default on a GPU: float32 rows of
     8193..COOP_LONG_MAX on the precise path, 16385..COOP_LONG_MAX on the fast one, 16-bit rows
-    of 65537..COOP_LONG_MAX.  For precise rows of 8193..16384 the single-pass kernel needs ~118
+    of 262145..COOP_LONG_MAX.  For precise rows of 8193..16384 the single-pass kernel needs ~118
     registers a thread at 16 warps, one program per SM, and nothing overlaps its load, its
     accurate exponentials and its store; the cooperative kernel with one chunk per row
     prefetches the next row.  Longer rows are split into chunks held by several programs a SM
@@ -861,8 +878,11 @@ def _plan(n_rows: int, n_cols: int, dtype: torch.dtype, sms: int, interpreted: b
         return _Plan("rows", block=n_pow2, num_warps=num_warps, block_r=block_r)
 
     if num_chunks is None:
-        # Enough rows keep every SM busy with whole rows; otherwise rows are split.
-        online = n_rows >= 2 * sms
+        # Enough rows keep every SM busy with whole rows; otherwise rows are split.  16-bit rows
+        # past 65536 stream whole rows once every SM has one: at N = 262144 (256 rows, 132 SMs)
+        # the online schedule held 48-49% of copy bandwidth in every round where split rows
+        # swung between 41% and 60% (torch.softmax 46-47%; H200, 2026-11-30, see COOP_LONG).
+        online = n_rows >= 2 * sms or (dtype != torch.float32 and n_cols > 65536 and n_rows >= sms)
     else:
         online = int(num_chunks) <= 1
     # The fast float32 path streams with per-lane statistics (_span_stats_lanes); the
@@ -912,7 +932,7 @@ def schedule_for(n_rows: int, n_cols: int, dtype: torch.dtype, device: torch.dev
 
     ``"rows"`` single pass, ``"online"`` one program per row, ``"split"`` split rows in two
     kernels, ``"cooperative"`` cooperative split rows (on a GPU by default for float32 rows of
-    8193..1M on the precise path and 16385..1M on the fast one, and 16-bit rows of 65537..1M,
+    8193..1M on the precise path and 16385..1M on the fast one, and 16-bit rows of 262145..1M,
     where the rows fill the resident programs, see ``_wants_cooperative``; never under the
     interpreter unless ``TUNING["cooperative"]`` is True).  The launch may still take split
     rows when the compiled kernel cannot hold a row's programs at once.  The arguments are
@@ -989,9 +1009,11 @@ def _launch(x2: torch.Tensor, y2: torch.Tensor | None, lse: torch.Tensor | None,
 def cooperative_constexprs(plan: _Plan, precise: bool, write_y: bool, write_lse: bool) -> dict:
     """The compile-time arguments (and ``num_warps``) of ``_softmax_cooperative_kernel`` for
     ``plan``; ``precise`` as the launch passes it (float32 only)."""
-    return dict(CHUNK=plan.block, BLOCK_S=max(32 * plan.num_warps, triton.next_power_of_2(plan.num_chunks)),
-                COOP=plan.num_chunks > 1, LAG=plan.lag, HOLD_X=plan.hold_x, EARLY_POLL=plan.early_poll,
-                PRECISE=precise, WRITE_Y=write_y, WRITE_LSE=write_lse, num_warps=plan.num_warps)
+    consts = dict(CHUNK=plan.block, BLOCK_S=max(32 * plan.num_warps, triton.next_power_of_2(plan.num_chunks)),
+                  COOP=plan.num_chunks > 1, LAG=plan.lag, HOLD_X=plan.hold_x, EARLY_POLL=plan.early_poll,
+                  PRECISE=precise, WRITE_Y=write_y, WRITE_LSE=write_lse, num_warps=plan.num_warps,
+                  COUNT_SPINS=_POLL_COUNTS is not None)  # a diagnostic: counting_cooperative_polls
+    return consts
 
 
 def _launch_cooperative(plan: _Plan, x2: torch.Tensor, y_arg: torch.Tensor, lse_arg: torch.Tensor, stride_y: int,
@@ -1004,6 +1026,10 @@ def _launch_cooperative(plan: _Plan, x2: torch.Tensor, y_arg: torch.Tensor, lse_
     # A fresh slot per (row, chunk) every launch, all "unpublished": nothing is reused, so
     # no reset can race with a late reader (and CUDA graphs replay the fill too).
     slots = torch.full((n_rows * plan.num_chunks if coop else 1,), _COOP_EMPTY, device=x2.device, dtype=torch.int64)
+    if _POLL_COUNTS is not None and coop:
+        # Two counters after the slots (see _cooperative_row_stats); the caller reads them.
+        slots = torch.cat([slots, slots.new_zeros(2)])
+        _POLL_COUNTS.append(slots[-2:])
     args = (x2, y_arg, lse_arg, slots, n_rows, n_cols, x2.stride(0), stride_y, plan.num_chunks,
             _INTERPRETER_SPINS if interpreted else COOP_SPIN_LIMIT)
     consts = cooperative_constexprs(plan, precise, write_y, write_lse)
@@ -1018,6 +1044,24 @@ def _launch_cooperative(plan: _Plan, x2: torch.Tensor, y_arg: torch.Tensor, lse_
             groups = max(1, min(groups, fit * sms // plan.num_chunks))
     _softmax_cooperative_kernel[(groups * plan.num_chunks,)](*args, **consts)
     return True
+
+
+_POLL_COUNTS: list | None = None
+
+
+@contextlib.contextmanager
+def counting_cooperative_polls() -> Iterator[list]:
+    """Within the block, cooperative launches count their programs' polls: each launch with
+    several chunks a row appends a device tensor ``[extra polls, (row, program) pairs that
+    polled again]`` to the yielded list (a diagnostic for benchmarks: the first poll of a row
+    finding every partner published costs nothing extra).  The kernel compiled this way differs
+    from the default one by the two atomics a row."""
+    global _POLL_COUNTS
+    saved, _POLL_COUNTS = _POLL_COUNTS, []
+    try:
+        yield _POLL_COUNTS
+    finally:
+        _POLL_COUNTS = saved
 
 
 @contextlib.contextmanager
