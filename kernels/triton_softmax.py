@@ -45,6 +45,7 @@ from kernels.triton_support import (
     LOG2E,
     check_device,
     check_dtype,
+    device_properties,
     divide_rn,
     exp_diff,
     exp_diff_fast,
@@ -194,7 +195,7 @@ def _tuned(key: str, default):
 def _l2_bytes(device: torch.device) -> int:
     if device.type != "cuda":
         return 1 << 22
-    return getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 50 << 20)
+    return getattr(device_properties(device), "L2_cache_size", 50 << 20)
 
 
 @triton.jit
@@ -925,6 +926,21 @@ def _plan(n_rows: int, n_cols: int, dtype: torch.dtype, sms: int, interpreted: b
                  lanes=lanes)
 
 
+_PLANS: dict = {}
+
+
+def _cached_plan(plan_args: tuple) -> _Plan:
+    """``_plan(*plan_args)``, computed once per arguments and TUNING state (a launch plans on
+    every call; the plan is a pure function of both)."""
+    key = (plan_args, tuple(TUNING.values()))
+    plan = _PLANS.get(key)
+    if plan is None:
+        if len(_PLANS) > 4096:  # shapes seen by a long-running process: start over
+            _PLANS.clear()
+        plan = _PLANS[key] = _plan(*plan_args)
+    return plan
+
+
 def schedule_for(n_rows: int, n_cols: int, dtype: torch.dtype, device: torch.device | str | None = None, *,
                  block_size: int | None = None, num_chunks: int | None = None, precise: bool = True,
                  sms: int | None = None, interpreted: bool | None = None) -> str:
@@ -962,7 +978,7 @@ def _launch(x2: torch.Tensor, y2: torch.Tensor | None, lse: torch.Tensor | None,
     interpreted = interpreting()
     plan_args = (n_rows, n_cols, x2.dtype, num_sms(x2.device), interpreted, _l2_bytes(x2.device),
                  block_size, num_chunks, precise)
-    plan = _plan(*plan_args)
+    plan = _cached_plan(plan_args)
     if plan.name == "cooperative":
         if _launch_cooperative(plan, x2, y_arg, lse_arg, stride_y, precise, write_y, write_lse, interpreted):
             return
@@ -1016,6 +1032,9 @@ def cooperative_constexprs(plan: _Plan, precise: bool, write_y: bool, write_lse:
     return consts
 
 
+_UNUSED_SLOTS: dict = {}  # per device: the slots argument of launches with one chunk a row
+
+
 def _launch_cooperative(plan: _Plan, x2: torch.Tensor, y_arg: torch.Tensor, lse_arg: torch.Tensor, stride_y: int,
                         precise: bool, write_y: bool, write_lse: bool, interpreted: bool) -> bool:
     """Launch the cooperative kernel for ``plan``; False (nothing launched) where the compiled
@@ -1024,8 +1043,14 @@ def _launch_cooperative(plan: _Plan, x2: torch.Tensor, y_arg: torch.Tensor, lse_
     n_rows, n_cols = x2.shape
     coop = plan.num_chunks > 1
     # A fresh slot per (row, chunk) every launch, all "unpublished": nothing is reused, so
-    # no reset can race with a late reader (and CUDA graphs replay the fill too).
-    slots = torch.full((n_rows * plan.num_chunks if coop else 1,), _COOP_EMPTY, device=x2.device, dtype=torch.int64)
+    # no reset can race with a late reader (and CUDA graphs replay the fill too).  With one
+    # chunk a row there is no exchange and the slots are never touched: no fill to launch.
+    if coop:
+        slots = torch.full((n_rows * plan.num_chunks,), _COOP_EMPTY, device=x2.device, dtype=torch.int64)
+    else:
+        slots = _UNUSED_SLOTS.get(x2.device)
+        if slots is None:
+            slots = _UNUSED_SLOTS[x2.device] = torch.full((1,), _COOP_EMPTY, device=x2.device, dtype=torch.int64)
     if _POLL_COUNTS is not None and coop:
         # Two counters after the slots (see _cooperative_row_stats); the caller reads them.
         slots = torch.cat([slots, slots.new_zeros(2)])
@@ -1188,13 +1213,22 @@ def softmax(x: torch.Tensor, *, return_lse: bool = False, block_size: int | None
     """
     check_dtype("x", x)
     check_device(x)
-    if x.dim() > 0 and x.shape[-1] == 0:
-        raise ValueError("softmax over an empty last dimension is undefined")
-    x2 = _as_rows(x)
-    y = torch.empty(x.shape, device=x.device, dtype=x.dtype)
-    lse = torch.empty(x.shape[:-1], device=x.device, dtype=torch.float32) if return_lse else None
+    shape = x.shape
+    if len(shape) == 2 and x.stride(1) == 1:
+        # Rows already: no reshapes (each torch call costs the host microseconds a launch waits on).
+        if shape[1] == 0:
+            raise ValueError("softmax over an empty last dimension is undefined")
+        x2 = x
+        y = y2 = torch.empty(shape, device=x.device, dtype=x.dtype)
+    else:
+        if x.dim() > 0 and shape[-1] == 0:
+            raise ValueError("softmax over an empty last dimension is undefined")
+        x2 = _as_rows(x)
+        y = torch.empty(shape, device=x.device, dtype=x.dtype)
+        y2 = y.view(-1, x2.shape[1])
+    lse = torch.empty(shape[:-1], device=x.device, dtype=torch.float32) if return_lse else None
     if x2.shape[0] > 0:
-        _launch(x2, y.view(-1, x2.shape[1]), lse, block_size, num_chunks, precise)
+        _launch(x2, y2, lse, block_size, num_chunks, precise)
     return (y, lse) if return_lse else y
 
 

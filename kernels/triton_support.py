@@ -71,7 +71,20 @@ def num_sms(device: torch.device) -> int:
     """Multiprocessor count of a CUDA device; a nominal 4 for the interpreter."""
     if device.type != "cuda":
         return 4
-    return torch.cuda.get_device_properties(device).multi_processor_count
+    return device_properties(device).multi_processor_count
+
+
+_PROPERTIES: dict = {}
+
+
+def device_properties(device: torch.device):
+    """``torch.cuda.get_device_properties`` of a CUDA device, read once per device: a launch
+    asks for them on every call, and torch's lookup costs microseconds each time."""
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    props = _PROPERTIES.get(index)
+    if props is None:
+        props = _PROPERTIES[index] = torch.cuda.get_device_properties(index)
+    return props
 
 
 @triton.jit
