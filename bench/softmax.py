@@ -6,6 +6,15 @@ bytes read + bytes written (one read of x, one write of y) over the median time 
 ``triton.testing.do_bench``, next to ``torch.softmax`` and to ``y.copy_(x)`` on the same
 tensors measured in the same run: the copy is the bandwidth ceiling.
 
+Each line also gives the same calls timed from a CUDA graph (``do_bench_cudagraph``: GPU time
+alone, "graph" and its ratio to torch.softmax's), the host time a call takes to return
+("host", microseconds) and the SM clock nvidia-smi reports.  do_bench clears the L2 before
+every call and times it with events; when a call's host time exceeds the clear's and the
+kernel's GPU time, the GPU waits for the launch and do_bench counts the wait.  The Python
+wrapper and Triton's launcher cost ~40-140 us a call on the H200 machine's CPU (torch.softmax
+~10), near that edge for inputs of 2**26 elements: on some calls do_bench then reads far below
+the graph timing (BENCHMARKS.md, eleventh session).
+
     python bench/softmax.py --out results/softmax.json
     python bench/softmax.py --dtypes fp32 --ns 65536 --sweep   # also time schedule variants
     python bench/softmax.py --ns 16384,65536 --sweep --variants coop   # cooperative variants only
@@ -155,6 +164,20 @@ def sweep_variants(n: int, dtype_name: str):
     return variants
 
 
+def cpu_us_per_call(fn, calls: int = 100) -> float:
+    """Host microseconds one call of ``fn`` takes to return (launches are asynchronous): the
+    mean over ``calls`` calls without synchronizing.  do_bench clears the L2 before each timed
+    call, and the GPU idles waiting for the launch whenever a call's host time passes that
+    clear's plus the kernel's GPU time, which do_bench then counts as kernel time."""
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    elapsed = time.perf_counter() - start
+    torch.cuda.synchronize()
+    return elapsed / calls * 1e6
+
+
 #: nvidia-smi fields read after every timing (reading only: the clocks are never set here).
 _GPU_FIELDS = ("clocks.sm", "clocks.mem", "power.draw", "temperature.gpu", "clocks_event_reasons.active")
 
@@ -177,7 +200,7 @@ def gpu_state() -> dict:
 
 def bench_case(dtype_name: str, n: int, total: int, sweep: bool, warmup: float, rep: float,
                only: list[str] | None = None, polls: bool = False) -> list[dict]:
-    from triton.testing import do_bench
+    from triton.testing import do_bench, do_bench_cudagraph
 
     from kernels import triton_softmax
     from kernels.triton_softmax import schedule_for, softmax
@@ -191,8 +214,11 @@ def bench_case(dtype_name: str, n: int, total: int, sweep: bool, warmup: float, 
 
     def record(name, fn, check=None, schedule=None):
         ms = do_bench(fn, warmup=warmup, rep=rep, return_mode="median")
+        # The same calls replayed from a CUDA graph: GPU time alone, whatever the host's speed.
+        graph_ms = do_bench_cudagraph(fn, rep=rep, return_mode="median")
         r = {"dtype": dtype_name, "N": n, "rows": rows, "impl": name, "ms": ms, "GBps": nbytes / (ms * 1e-3) / 1e9,
-             "gpu": gpu_state()}
+             "graph_ms": graph_ms, "graph_GBps": nbytes / (graph_ms * 1e-3) / 1e9,
+             "cpu_us": cpu_us_per_call(fn), "gpu": gpu_state()}
         if check is not None:
             r["max_abs_diff_vs_torch"] = check
         if schedule is not None:
@@ -251,6 +277,8 @@ def bench_case(dtype_name: str, n: int, total: int, sweep: bool, warmup: float, 
     for r in out:
         r["of_copy"] = r["GBps"] / copy["GBps"]
         r["over_torch"] = tor["ms"] / r["ms"]
+        r["graph_of_copy"] = r["graph_GBps"] / copy["graph_GBps"]
+        r["graph_over_torch"] = tor["graph_ms"] / r["graph_ms"]
         if "polls" in r:
             q = r["polls"]
             r["schedule"] += (f" polls: {100 * q['polled_again'] / max(1, q['row_programs']):.1f}% again, "
@@ -259,6 +287,8 @@ def bench_case(dtype_name: str, n: int, total: int, sweep: bool, warmup: float, 
               f"{100 * r['of_copy']:5.1f}% of copy  {r['over_torch']:5.2f}x torch"
               + (f"  diff {r['max_abs_diff_vs_torch']:.1e}" if "max_abs_diff_vs_torch" in r else "")
               + (f"  [{r['schedule']}]" if "schedule" in r else "")
+              + f"  graph {100 * r['graph_of_copy']:5.1f}% {r['graph_over_torch']:4.2f}x"
+              + f"  host {r['cpu_us']:.0f} us/call"
               + (f"  {r['gpu'].get('clocks.sm', '?')} MHz" if r["gpu"] else ""), flush=True)
     del x, y
     torch.cuda.empty_cache()
