@@ -21,7 +21,7 @@ Four schedules compute the same function:
   chunks' ``(m, l)`` through global memory, so every element is read once and written
   once (see ``_softmax_cooperative_kernel``).  By default it runs with one chunk per row
   for precise float32 rows of 8193..16384 (``COOP_CHUNK``), and with chunks held by
-  several programs a SM for float32 rows of 16385..1M and 16-bit rows of 262145..1M
+  several programs a SM for float32 rows of 16385..1M and 16-bit rows of 65537..1M
   (``COOP_LONG``, launched per path and row length).
 
 :func:`schedule_for` says which schedule a call takes.
@@ -117,16 +117,15 @@ class LongRowLaunch(NamedTuple):
 #:   It spills (184 bytes a thread with triton 3.6, 128 with 3.9: ``bench/kernel_registers.py``);
 #:   the launch of that path that does not (4096 x 4 warps, lag, early poll: 196 registers, 2 a
 #:   SM) read 60.1-60.2% against its 78.1-78.9% (09:40, two rounds).
-#: * 16-bit, 262145 to 1M: 8192-wide chunks at 4 warps, lag, early poll, 4 a SM (2 resident),
-#:   the input chunk held: 64% / 67.5% (bf16 / fp16) at 1M against 44-58% split (07:36, 07:49).
-#:   Across five calls later that day (09:40-09:53, 26 rounds each) it swung between 39% and
-#:   68% at 1M, split rows between 39% and 56%, torch.softmax 22-23%.
-#:   Rows of 65537..262144 stay on the online schedule.  There this launch averaged a few points
-#:   more (131072: bf16 59.1%, fp16 60.2%, against 56.5% and 55.8% online; 262144: 58.7% and
-#:   59.2% against 49.0% and 48.7%), but it swung between 68-71% and 35-50% from launch to
-#:   launch, under torch.softmax's 44-47% in its worst rounds (0.78x), with no change in clocks
-#:   or in how often its programs had to poll again.  The online schedule held 55-57% and
-#:   48-49% in every round (1.04x torch or more).
+#: * 16-bit, 65537 to 1M: 8192-wide chunks at 4 warps, lag, early poll, 4 a SM (2 resident),
+#:   the input chunk held: bf16 / fp16 68% / 70% at 131072 against 56% online, 64% / 67.5% at 1M
+#:   against 44-58% split (07:36, 07:49).  Timed from CUDA graphs (GPU time alone; 10:10, three
+#:   rounds): bf16 66.2-67.5% / fp16 69.4-70.7% at 131072 against 54.4-55.6% online, 66.0-66.5%
+#:   / 69.0-70.0% at 262144 against 46.8-47.5%, 63.0-63.6% / 66.4-67.0% at 1M.  do_bench read
+#:   it anywhere from 35% to 71% in those hours: its host time a call (110-150 us, against
+#:   60-100 for the online schedule) is near what do_bench's L2 clear and the kernel take on the
+#:   GPU, which then waits for the launch (bench/softmax.py's docstring).  Without the early
+#:   poll bf16 read 44% on the narrow shapes.  At 65536 the online schedule keeps it (74-77%).
 #:
 #: At N = 16384 the precise path's one-chunk schedule stays faster (79% against 70%).
 COOP_LONG = {
@@ -137,7 +136,7 @@ COOP_LONG = {
     "16-bit": (LongRowLaunch(1 << 20, 8192, 4, 4, lag=True, early_poll=True),),
 }
 #: Rows up to this length (per path) are not long rows.
-COOP_LONG_MIN = {"precise": MAX_SINGLE_BLOCK, "fast": MAX_SINGLE_BLOCK, "16-bit": 262144}
+COOP_LONG_MIN = {"precise": MAX_SINGLE_BLOCK, "fast": MAX_SINGLE_BLOCK, "16-bit": 65536}
 COOP_LONG_MAX = 1 << 20
 
 
@@ -183,7 +182,6 @@ TUNING: dict = {"rows_warps": None, "stream_warps": None, "stream_block": None,
                 "online_programs_per_sm": None, "rows_block_r": None,
                 "cooperative": None, "coop_chunk": None, "coop_warps": None, "coop_groups": None,
                 "coop_programs_per_sm": None, "coop_lag": None, "coop_hold_x": None, "coop_early_poll": None,
-
                 "l2_hints": None, "lane_stats": None, "keep_p": None}
 
 
@@ -807,7 +805,7 @@ def _single_block(dtype: torch.dtype) -> int:
 def _wants_cooperative(n_cols: int, dtype: torch.dtype, precise: bool) -> bool:
     """Rows for which the cooperative schedule is the default on a GPU: float32 rows of
     8193..COOP_LONG_MAX on the precise path, 16385..COOP_LONG_MAX on the fast one, 16-bit rows
-    of 262145..COOP_LONG_MAX.  For precise rows of 8193..16384 the single-pass kernel needs ~118
+    of 65537..COOP_LONG_MAX.  For precise rows of 8193..16384 the single-pass kernel needs ~118
     registers a thread at 16 warps, one program per SM, and nothing overlaps its load, its
     accurate exponentials and its store; the cooperative kernel with one chunk per row
     prefetches the next row.  Longer rows are split into chunks held by several programs a SM
@@ -879,11 +877,8 @@ def _plan(n_rows: int, n_cols: int, dtype: torch.dtype, sms: int, interpreted: b
         return _Plan("rows", block=n_pow2, num_warps=num_warps, block_r=block_r)
 
     if num_chunks is None:
-        # Enough rows keep every SM busy with whole rows; otherwise rows are split.  16-bit rows
-        # past 65536 stream whole rows once every SM has one: at N = 262144 (256 rows, 132 SMs)
-        # the online schedule held 48-49% of copy bandwidth in every round where split rows
-        # swung between 41% and 60% (torch.softmax 46-47%; H200, 2026-11-30, see COOP_LONG).
-        online = n_rows >= 2 * sms or (dtype != torch.float32 and n_cols > 65536 and n_rows >= sms)
+        # Enough rows keep every SM busy with whole rows; otherwise rows are split.
+        online = n_rows >= 2 * sms
     else:
         online = int(num_chunks) <= 1
     # The fast float32 path streams with per-lane statistics (_span_stats_lanes); the
@@ -948,7 +943,7 @@ def schedule_for(n_rows: int, n_cols: int, dtype: torch.dtype, device: torch.dev
 
     ``"rows"`` single pass, ``"online"`` one program per row, ``"split"`` split rows in two
     kernels, ``"cooperative"`` cooperative split rows (on a GPU by default for float32 rows of
-    8193..1M on the precise path and 16385..1M on the fast one, and 16-bit rows of 262145..1M,
+    8193..1M on the precise path and 16385..1M on the fast one, and 16-bit rows of 65537..1M,
     where the rows fill the resident programs, see ``_wants_cooperative``; never under the
     interpreter unless ``TUNING["cooperative"]`` is True).  The launch may still take split
     rows when the compiled kernel cannot hold a row's programs at once.  The arguments are

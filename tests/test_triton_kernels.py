@@ -647,16 +647,13 @@ SCHEDULE_CASES = [
     (4, 1 << 20, F32, {"precise": False}, "split"),  # 4 x 128 chunks: too few to fill 4 a SM
     (4096, 16384, BF16, {}, "rows"),
     (2048, 32768, BF16, {}, "rows"),  # 16-bit rows up to MAX_SINGLE_BLOCK_16: single pass
-    # 16-bit rows of 32769..262144: the online schedule
+    # 16-bit rows of 32769..65536: the online schedule
     (2048, 32769, F16, {}, "online"),
     (1024, 65536, BF16, {}, "online"),
     (1024, 65536, F16, {}, "online"),
-    (512, 131072, BF16, {}, "online"),
-    (256, 262144, F16, {}, "online"),  # 16-bit rows past 65536: online once every SM has a row
-    (131, 262144, BF16, {}, "split"),
-    (132, 131072, F16, {}, "online"),
     (200, 65536, BF16, {}, "split"),
-    (256, 262146, BF16, {}, "cooperative"),  # 16-bit rows past 262144: COOP_LONG["16-bit"]
+    (512, 131072, BF16, {}, "cooperative"),  # 16-bit rows past 65536: COOP_LONG["16-bit"]
+    (256, 262146, F16, {}, "cooperative"),
     (64, 1 << 20, F16, {}, "cooperative"),
     (4, 1 << 20, BF16, {}, "split"),  # 4 x 128 chunks: too few to fill 4 a SM
     # precise float32 rows of 16385..1M: COOP_LONG["precise"], several programs a SM
@@ -861,10 +858,10 @@ def test_gpu_cooperative_sizes(n, dtype, tuning, coop_grids):
     launch = triton_softmax.long_row_launch(n, dtype, True)
     per_sm = launch.per_sm if launch else 1
     assert len(coop_grids) == 1 and coop_grids[0][0] <= per_sm * sms
-    # by default: precise float32 rows of up to COOP_LONG_MAX; 16-bit rows only past 262144 and
-    # where the rows fill the resident programs, so none of these (the 4 rows of 1M, 4 x 128
-    # chunks, do not fill 4 a SM: split rows)
-    expected = n <= triton_softmax.COOP_LONG_MAX if dtype == torch.float32 else False
+    # by default: precise float32 rows of up to COOP_LONG_MAX, and 16-bit rows past 65536
+    # where the rows fill the resident programs (of these shapes 65537 and 100003; the 4 rows of
+    # 1M, 4 x 128 chunks, do not fill 4 a SM: split rows)
+    expected = n <= triton_softmax.COOP_LONG_MAX if dtype == torch.float32 else n in (65537, 100003)
     assert (default == "cooperative") == expected
     assert_softmax_close(y, x)  # as accurate as the single pass: no float32 rescale factor
     _, rl = ref_softmax(x)
