@@ -119,7 +119,7 @@ class LongRowLaunch(NamedTuple):
 #:   SM) read 60.1-60.2% against its 78.1-78.9% (09:40, two rounds).
 #: * 16-bit, 65537 to 1M: 8192-wide chunks at 4 warps, lag, early poll, 4 a SM (2 resident),
 #:   the input chunk held: bf16 / fp16 68% / 70% at 131072 against 56% online, 64% / 67.5% at 1M
-#:   against 44-58% split (07:36, 07:49).  Timed from CUDA graphs (GPU time alone; 10:10, three
+#:   against 44-58% split (07:36, 07:49).  Timed from CUDA graphs (GPU time alone; 10:09, three
 #:   rounds): bf16 66.2-67.5% / fp16 69.4-70.7% at 131072 against 54.4-55.6% online, 66.0-66.5%
 #:   / 69.0-70.0% at 262144 against 46.8-47.5%, 63.0-63.6% / 66.4-67.0% at 1M.  do_bench read
 #:   it anywhere from 35% to 71% in those hours: its host time a call (110-150 us, against
@@ -704,6 +704,9 @@ def _softmax_cooperative_kernel(
     chunks' statistics itself from ``X`` with the same code: the kernel cannot deadlock, it
     degrades to reading such rows more than once.
 
+    Diagnostic.  With ``COUNT_SPINS`` (``counting_cooperative_polls``) every program counts its
+    polls into two int64 words the host appends after the slots (``SLOTS[n_rows * n_chunks]``).
+
     Contract.  As the other schedules: ``-inf`` entries give 0; an all ``-inf`` row gives all
     zeros and LSE ``-inf`` (its chunks publish ``m = -inf, l = 0``, weight 0 in the merge,
     l = 0); NaN or ``+inf`` anywhere in a row makes that chunk's ``l_c`` NaN, hence the row's
@@ -1020,11 +1023,10 @@ def _launch(x2: torch.Tensor, y2: torch.Tensor | None, lse: torch.Tensor | None,
 def cooperative_constexprs(plan: _Plan, precise: bool, write_y: bool, write_lse: bool) -> dict:
     """The compile-time arguments (and ``num_warps``) of ``_softmax_cooperative_kernel`` for
     ``plan``; ``precise`` as the launch passes it (float32 only)."""
-    consts = dict(CHUNK=plan.block, BLOCK_S=max(32 * plan.num_warps, triton.next_power_of_2(plan.num_chunks)),
-                  COOP=plan.num_chunks > 1, LAG=plan.lag, HOLD_X=plan.hold_x, EARLY_POLL=plan.early_poll,
-                  PRECISE=precise, WRITE_Y=write_y, WRITE_LSE=write_lse, num_warps=plan.num_warps,
-                  COUNT_SPINS=_POLL_COUNTS is not None)  # a diagnostic: counting_cooperative_polls
-    return consts
+    return dict(CHUNK=plan.block, BLOCK_S=max(32 * plan.num_warps, triton.next_power_of_2(plan.num_chunks)),
+                COOP=plan.num_chunks > 1, LAG=plan.lag, HOLD_X=plan.hold_x, EARLY_POLL=plan.early_poll,
+                PRECISE=precise, WRITE_Y=write_y, WRITE_LSE=write_lse, num_warps=plan.num_warps,
+                COUNT_SPINS=_POLL_COUNTS is not None)  # a diagnostic: counting_cooperative_polls
 
 
 _UNUSED_SLOTS: dict = {}  # per device: the slots argument of launches with one chunk a row

@@ -77,7 +77,7 @@ def num_sms(device: torch.device) -> int:
 _PROPERTIES: dict = {}
 
 
-def device_properties(device: torch.device):
+def device_properties(device: torch.device) -> torch._C._CudaDeviceProperties:
     """``torch.cuda.get_device_properties`` of a CUDA device, read once per device: a launch
     asks for them on every call, and torch's lookup costs microseconds each time."""
     index = device.index if device.index is not None else torch.cuda.current_device()

@@ -786,6 +786,37 @@ def test_softmax_cooperative_lag_same_bits(dtype, precise, early, tuning, coop_g
     assert len(coop_grids) == 4
 
 
+def test_softmax_cooperative_poll_counts(tuning, coop_grids):
+    # The diagnostic kernel (two atomics a row) computes the same bits; under the interpreter
+    # the first programs of a group poll for partners that run later, so it counts polls, at
+    # most the interpreter's spins for each (row, program) pair that polled again.
+    tuning.update(cooperative=True, coop_chunk=128)
+    x = special_rows(300, torch.bfloat16)
+    plain = softmax(x)
+    with triton_softmax.counting_cooperative_polls() as counts:
+        counted = softmax(x)
+        softmax(randn(4, 100))  # one chunk a row: no exchange, nothing counted
+    assert torch.equal(counted.nan_to_num(7.0), plain.nan_to_num(7.0)) and torch.equal(counted.isnan(), plain.isnan())
+    assert len(counts) == 1
+    extra, again = counts[0].tolist()
+    pairs = x.shape[0] * 3  # 300 columns in chunks of 128
+    assert 0 < again <= pairs and again <= extra <= again * triton_softmax._INTERPRETER_SPINS
+    assert triton_softmax._POLL_COUNTS is None  # restored on exit
+    softmax(x)
+    assert len(counts) == 1 and len(coop_grids) == 4
+
+
+def test_cached_plan_follows_tuning(tuning):
+    # Launches plan once per arguments and TUNING state: a TUNING change must reach the next call.
+    args = (4096, 16384, torch.float32, GPU_SMS, False, 50 << 20, None, None, True)
+    assert triton_softmax._cached_plan(args) == triton_softmax._plan(*args)
+    assert triton_softmax._cached_plan(args).name == "cooperative"
+    tuning["cooperative"] = False
+    assert triton_softmax._cached_plan(args).name == "rows"
+    tuning["cooperative"] = None
+    assert triton_softmax._cached_plan(args).name == "cooperative"
+
+
 def test_softmax_cooperative_rows_per_group(tuning, coop_grids):
     # More rows than groups, strided rows, leading dims: each group walks several rows and
     # prefetches past the last one.
