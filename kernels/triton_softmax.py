@@ -756,22 +756,19 @@ def _softmax_cooperative_kernel(
             if HOLD_X:
                 p_a = x
                 p_row = _exp(p.to(tl.float32), safe_max(m_c), PRECISE)  # as _chunk_stats computed it
-            _coop_finish(X + row64 * stride_xr, Y + row64 * stride_yr, LSE + row64, SLOTS + row64 * n_chunks, packed,
-                         n_cols, n_chunks, c, cols, in_row, p_row, m_c, l_c, spin_limit,
-                         SLOTS + n_rows * n_chunks, CHUNK, BLOCK_S, COOP, PRECISE, WRITE_Y, WRITE_LSE,
-                         COUNT_SPINS)
-            m_c, p, l_c = m_a, p_a, l_a
         else:
             x_next = _load_chunk(X, row64 + n_groups, n_rows, n_cols, stride_xr, cols)
-            m_c, p, l_c = _chunk_stats(x.to(tl.float32), PRECISE)
+            m_c, p_row, l_c = _chunk_stats(x.to(tl.float32), PRECISE)
             packed = tl.zeros([BLOCK_S], tl.int64)
             if COOP:
                 _coop_publish(SLOTS + row64 * n_chunks, c, m_c, l_c, row64 < n_rows)
                 packed = _poll_slots(SLOTS + row64 * n_chunks, n_chunks, c, BLOCK_S)
-            _coop_finish(X + row64 * stride_xr, Y + row64 * stride_yr, LSE + row64, SLOTS + row64 * n_chunks, packed,
-                         n_cols, n_chunks, c, cols, in_row, p, m_c, l_c, spin_limit,
-                         SLOTS + n_rows * n_chunks, CHUNK, BLOCK_S, COOP, PRECISE, WRITE_Y, WRITE_LSE,
-                         COUNT_SPINS)
+        _coop_finish(X + row64 * stride_xr, Y + row64 * stride_yr, LSE + row64, SLOTS + row64 * n_chunks, packed,
+                     n_cols, n_chunks, c, cols, in_row, p_row, m_c, l_c, spin_limit,
+                     SLOTS + n_rows * n_chunks,  # COUNT_SPINS only: two words after the slots
+                     CHUNK, BLOCK_S, COOP, PRECISE, WRITE_Y, WRITE_LSE, COUNT_SPINS)
+        if LAG:
+            m_c, p, l_c = m_a, p_a, l_a
         x = x_next
 
 
@@ -1129,7 +1126,7 @@ def _resident_per_sm(device: torch.device, args: tuple, consts: dict) -> int | N
         except (AttributeError, TypeError):
             n_regs = None
         if n_regs:
-            props = torch.cuda.get_device_properties(device)
+            props = device_properties(device)
             fit = programs_per_sm(n_regs, warps, shared,
                                   regs=getattr(props, "regs_per_multiprocessor", 65536),
                                   threads=getattr(props, "max_threads_per_multi_processor", 2048),
@@ -1211,18 +1208,13 @@ def softmax(x: torch.Tensor, *, return_lse: bool = False, block_size: int | None
     check_dtype("x", x)
     check_device(x)
     shape = x.shape
-    if len(shape) == 2 and x.stride(1) == 1:
-        # Rows already: no reshapes (each torch call costs the host microseconds a launch waits on).
-        if shape[1] == 0:
-            raise ValueError("softmax over an empty last dimension is undefined")
-        x2 = x
-        y = y2 = torch.empty(shape, device=x.device, dtype=x.dtype)
-    else:
-        if x.dim() > 0 and shape[-1] == 0:
-            raise ValueError("softmax over an empty last dimension is undefined")
-        x2 = _as_rows(x)
-        y = torch.empty(shape, device=x.device, dtype=x.dtype)
-        y2 = y.view(-1, x2.shape[1])
+    if x.dim() > 0 and shape[-1] == 0:
+        raise ValueError("softmax over an empty last dimension is undefined")
+    # Rows already: no reshape or view (each torch call costs host time a launch waits on).
+    rows = len(shape) == 2 and x.stride(1) == 1
+    x2 = x if rows else _as_rows(x)
+    y = torch.empty(shape, device=x.device, dtype=x.dtype)
+    y2 = y if rows else y.view(-1, x2.shape[1])
     lse = torch.empty(shape[:-1], device=x.device, dtype=torch.float32) if return_lse else None
     if x2.shape[0] > 0:
         _launch(x2, y2, lse, block_size, num_chunks, precise)
