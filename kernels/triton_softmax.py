@@ -122,8 +122,8 @@ class LongRowLaunch(NamedTuple):
 #:   against 44-58% split (07:36, 07:49).  Timed from CUDA graphs (GPU time alone; 10:09, three
 #:   rounds): bf16 66.2-67.5% / fp16 69.4-70.7% at 131072 against 54.4-55.6% online, 66.0-66.5%
 #:   / 69.0-70.0% at 262144 against 46.8-47.5%, 63.0-63.6% / 66.4-67.0% at 1M.  do_bench read
-#:   it anywhere from 35% to 71% in those hours: its host time a call (110-150 us, against
-#:   60-100 for the online schedule) is near what do_bench's L2 clear and the kernel take on the
+#:   it anywhere from 35% to 71% in those hours: its host time a call (84-141 us at 10:09, against
+#:   61-105 for the online schedule) is near what do_bench's L2 clear and the kernel take on the
 #:   GPU, which then waits for the launch (bench/softmax.py's docstring).  Without the early
 #:   poll bf16 read 44% on the narrow shapes.  At 65536 the online schedule keeps it (74-77%).
 #:
