@@ -55,7 +55,11 @@ except ImportError as _e:
 # every night (and HypoFuzz refuses derandomized tests).
 settings.register_profile("dev", max_examples=50, derandomize=False, **_common)
 settings.register_profile("ci", max_examples=40, derandomize=True, database=None, print_blob=True, **_common)
-settings.register_profile("nightly", max_examples=20_000, database=_nightly_db, derandomize=False, **_common)
+# No explain phase at night: it re-runs hundreds of variations of a shrunk failure to annotate
+# the arguments of a property that takes one `case`, and on a slow target (bf16 attention at
+# ~0.5 s an example) that is minutes of a night's budget for no information.
+settings.register_profile("nightly", max_examples=20_000, database=_nightly_db, derandomize=False,
+                          phases=(Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink), **_common)
 settings.register_profile("replay", parent=settings.get_profile("nightly"), phases=(Phase.explicit, Phase.reuse))
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
