@@ -86,12 +86,12 @@ def sweep_variants(n: int, dtype_name: str):
         fast, tag = ({"precise": False}, "fast_lanes") if dtype_name == "fp32" else ({}, "lanes")
         lanes = {"lane_stats": True}
         variants.append((tag, fast, lanes))
-        for bs, w in ((4096, 8), (4096, 16), (8192, 16), (8192, 32), (16384, 32)):
+        for bs, w in ((4096, 8), (4096, 16), (8192, 16), (8192, 32), (16384, 16), (16384, 32)):
             variants += [(f"{tag}_chunks{nc}_b{bs}_w{w}", {**fast, "num_chunks": nc},
                           {**lanes, "stream_block": bs, "stream_warps": w}) for nc in (8, 16, 32)]
             variants += [(f"{tag}_pps{pps}_b{bs}_w{w}", {**fast, "num_chunks": 1},
                           {**lanes, "online_programs_per_sm": pps, "stream_block": bs, "stream_warps": w})
-                         for pps in (1, 2, 3)]
+                         for pps in (1, 2, 3, 4, 6)]
     if n >= 8192:
         if n <= 16384:  # longer rows never take the cooperative schedule by default
             variants.append(("coop_off", {}, off))

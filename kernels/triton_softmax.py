@@ -62,7 +62,9 @@ MAX_SINGLE_BLOCK = 16384
 #: 16-bit rows up to this length too (16 warps, 32 elements a thread): on the H200 79-80% of
 #: copy bandwidth at N = 32768 against 72% for the online schedule (2026-11-30, two rounds,
 #: bf16 and fp16, ``bench/softmax.py --sweep --variants rows_b``); at 65536 the single pass lost
-#: (54-71% against 75-77% online in three of four rounds, 44% and 61% in the others).
+#: (54-71% against 75-77% online in three of four rounds, 44% and 61% in the others).  Where
+#: rows are many (2 a SM), rows of 16385..32768 take ONLINE_16BIT instead (graph-timed 82-83%
+#: against the single pass's 76-77%).
 MAX_SINGLE_BLOCK_16 = 32768
 #: Block width of the split-row schedule, and of the online (one program per row) one.
 STREAM_BLOCK = 4096
@@ -140,6 +142,47 @@ COOP_LONG_MIN = {"precise": MAX_SINGLE_BLOCK, "fast": MAX_SINGLE_BLOCK, "16-bit"
 COOP_LONG_MAX = 1 << 20
 
 
+class OnlineLaunch(NamedTuple):
+    """The online schedule's launch for 16-bit rows of up to ``max_cols`` (see ONLINE_16BIT)."""
+    max_cols: int
+    block: int  # BLOCK_N: elements a program streams at a time
+    warps: int
+    per_sm: int  # persistent programs a SM (the GPU runs what the registers allow at once)
+    maxnreg: int = 0  # registers a thread at most (0: the compiler's choice)
+
+
+#: 16-bit rows of 16385..131072 in blocks streamed by persistent programs with per-lane
+#: statistics, where there are rows enough (2 a SM) for whole rows to fill the GPU.  The
+#: second sweep finds the row in the L2.  Timed from CUDA graphs on the H200 (2026-11-30
+#: 11:57-12:05 UTC, ``bench/softmax.py --sweep --variants lanes_pps``, rows of 2**26 elements,
+#: two rounds), % of copy bandwidth:
+#:
+#: * up to 32768: 4096-wide blocks at 16 warps, 6 a SM: bf16 82.0-83.4%, fp16 81.6-81.8%,
+#:   against 76.0-77.4% for the single pass that held the row (MAX_SINGLE_BLOCK_16).
+#: * up to 65536: 8192 at 16 warps, 6 a SM: bf16 79.4-79.5% against 73.1% for the online
+#:   launch of before (8192 at 16 warps, no lanes, 264 programs).  fp16 compiled the same kernel
+#:   to 70 registers a thread, one program a SM (triton 3.6; bf16: 64), and read 60-62% at any
+#:   count a SM: hence the cap of 64 registers (bench/kernel_registers.py's way of compiling).
+#: * up to 131072: 16384 at 32 warps (one program a SM; 1 to 6 a SM read the same): bf16
+#:   78.0-78.4%, fp16 74.8-75.1%, against 65.5-66.4% / 68.8-68.9% for the cooperative launch.
+#:   At 262144 the two were level (bf16 66.5%), so longer rows stay cooperative.
+#:
+#: 32768-wide blocks spilled (20-27%).  Fewer rows than 2 a SM take the other schedules.
+ONLINE_16BIT = (OnlineLaunch(32768, 4096, 16, 6), OnlineLaunch(65536, 8192, 16, 6, maxnreg=64),
+                OnlineLaunch(131072, 16384, 32, 2))
+
+
+def online_16bit_launch(n_rows: int, n_cols: int, dtype: torch.dtype, sms: int) -> OnlineLaunch | None:
+    """The ONLINE_16BIT entry for these rows, or None where the table does not apply: float32,
+    rows of up to MAX_SINGLE_BLOCK or past the table, fewer rows than 2 a SM, or a TUNING
+    override of the online launch's shape (a sweep's variant)."""
+    if dtype == torch.float32 or n_cols <= MAX_SINGLE_BLOCK or n_rows < 2 * sms:
+        return None
+    if any(TUNING[k] is not None for k in ("stream_block", "stream_warps", "online_programs_per_sm", "lane_stats")):
+        return None
+    return next((launch for launch in ONLINE_16BIT if n_cols <= launch.max_cols), None)
+
+
 def long_row_launch(n_cols: int, dtype: torch.dtype, precise: bool) -> LongRowLaunch | None:
     """The COOP_LONG entry for rows of ``n_cols`` (the last one past COOP_LONG_MAX), or None for
     rows of up to COOP_LONG_MIN."""
@@ -182,7 +225,7 @@ TUNING: dict = {"rows_warps": None, "stream_warps": None, "stream_block": None,
                 "online_programs_per_sm": None, "rows_block_r": None,
                 "cooperative": None, "coop_chunk": None, "coop_warps": None, "coop_groups": None,
                 "coop_programs_per_sm": None, "coop_lag": None, "coop_hold_x": None, "coop_early_poll": None,
-                "l2_hints": None, "lane_stats": None, "keep_p": None}
+                "l2_hints": None, "lane_stats": None, "keep_p": None, "online_maxnreg": None}
 
 
 def _tuned(key: str, default):
@@ -795,6 +838,7 @@ class _Plan(NamedTuple):
     hold_x: bool = False  # with the lag, 16-bit inputs: hold the input chunk, not its exponentials
     lanes: bool = False  # online, split: per-lane statistics in the first sweep
     keep_p: bool = False  # online, precise float32: the first sweep writes exp(x - m_b) for the second
+    maxnreg: int = 0  # registers a thread at most (0: the compiler's choice)
 
 
 def _single_block(dtype: torch.dtype) -> int:
@@ -862,6 +906,12 @@ def _plan(n_rows: int, n_cols: int, dtype: torch.dtype, sms: int, interpreted: b
     # takes the cooperative one only when TUNING forces it: it is correct there (a program
     # that waits in vain rebuilds its partners' statistics) but reads rows many times.
     coop = TUNING["cooperative"]
+    if block_size is None and num_chunks is None and not coop:
+        online16 = online_16bit_launch(n_rows, n_cols, dtype, sms)
+        if online16 is not None:
+            return _Plan("online", block=online16.block, num_warps=online16.warps,
+                         programs=min(n_rows, online16.per_sm * sms), lanes=True,
+                         maxnreg=int(_tuned("online_maxnreg", online16.maxnreg)))
     if cooperative_ok and block_size is None and num_chunks is None and coop is not False:
         if coop or (not interpreted and _wants_cooperative(n_cols, dtype, precise)):
             plan = _cooperative_plan(n_rows, n_cols, dtype, sms, precise)
@@ -944,7 +994,8 @@ def schedule_for(n_rows: int, n_cols: int, dtype: torch.dtype, device: torch.dev
     ``"rows"`` single pass, ``"online"`` one program per row, ``"split"`` split rows in two
     kernels, ``"cooperative"`` cooperative split rows (on a GPU by default for float32 rows of
     8193..1M on the precise path and 16385..1M on the fast one, and 16-bit rows of 65537..1M,
-    where the rows fill the resident programs, see ``_wants_cooperative``; never under the
+    where the rows fill the resident programs, see ``_wants_cooperative``, except 16-bit rows
+    of up to 131072 that are many enough for ONLINE_16BIT's online launch; never under the
     interpreter unless ``TUNING["cooperative"]`` is True).  The launch may still take split
     rows when the compiled kernel cannot hold a row's programs at once.  The arguments are
     those of :func:`softmax`; ``sms`` and ``interpreted`` replace what ``device`` and the
@@ -999,9 +1050,10 @@ def _launch(x2: torch.Tensor, y2: torch.Tensor | None, lse: torch.Tensor | None,
         n_blocks = triton.cdiv(n_cols, plan.block)
         maxes = (torch.empty((plan.programs * n_blocks,), device=x2.device, dtype=torch.float32)
                  if keep_p else x2)
+        cap = {"maxnreg": plan.maxnreg} if plan.maxnreg else {}
         _softmax_online_kernel[(plan.programs,)](
             x2, y_arg, lse_arg, maxes, n_rows, n_cols, x2.stride(0), stride_y, n_blocks,
-            BLOCK_N=plan.block, **flags, **hints, LANES=plan.lanes, KEEP_P=keep_p,
+            BLOCK_N=plan.block, **flags, **hints, LANES=plan.lanes, KEEP_P=keep_p, **cap,
         )
     elif plan.name == "split":
         stats = torch.empty((n_rows * plan.num_chunks * 2,), device=x2.device, dtype=torch.float32)

@@ -225,6 +225,31 @@ def test_softmax_long_row_online():
     assert_softmax_close(softmax(xh, block_size=512, num_chunks=2), xh)
 
 
+@pytest.mark.parametrize("n", [16385, 40000, 70001])
+@pytest.mark.parametrize("dtype", HALF_DTYPES)
+def test_softmax_16bit_online_launches(n, dtype):
+    # Rows 2 a SM or more of 16385..131072 take ONLINE_16BIT's launches: blocks of 4096,
+    # 8192 (with a register cap) and 16384 at 32 warps, each with per-lane statistics.
+    from kernels.triton_support import num_sms
+
+    sms = num_sms(torch.device(DEVICE))
+    rows = 2 * sms
+    launch = triton_softmax.online_16bit_launch(rows, n, dtype, sms)
+    plan = triton_softmax._plan(rows, n, dtype, sms, INTERPRETED, 1 << 22, None, None, True)
+    assert plan.name == "online" and plan.lanes
+    assert (plan.block, plan.num_warps, plan.maxnreg) == (launch.block, launch.warps, launch.maxnreg)
+    assert triton_softmax.online_16bit_launch(rows - 1, n, dtype, sms) is None
+    x = randn(rows, n, scale=4.0)
+    x[1, : n // 2] -= 30.0  # the running maximum jumps between blocks
+    x[2, -3:] += 20.0  # ... and in the ragged last block
+    x[3] = NEG_INF
+    x[4, ::7] = NEG_INF
+    x = x.to(dtype)
+    y = softmax(x)
+    assert (y[3] == 0).all() and (y[4, ::7] == 0).all()
+    assert_softmax_close(y, x)
+
+
 @pytest.mark.parametrize("path", [{}, {"block_size": 32, "num_chunks": 1}, {"block_size": 32, "num_chunks": 4}])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_softmax_special_values(path, dtype):
@@ -646,13 +671,19 @@ SCHEDULE_CASES = [
     (64, 1 << 20, F32, {"precise": False}, "cooperative"),
     (4, 1 << 20, F32, {"precise": False}, "split"),  # 4 x 128 chunks: too few to fill 4 a SM
     (4096, 16384, BF16, {}, "rows"),
-    (2048, 32768, BF16, {}, "rows"),  # 16-bit rows up to MAX_SINGLE_BLOCK_16: single pass
-    # 16-bit rows of 32769..65536: the online schedule
+    # 16-bit rows of 16385..131072, 2 a SM or more: ONLINE_16BIT's online launches
+    (264, 16385, BF16, {}, "online"),
+    (2048, 32768, BF16, {}, "online"),
     (2048, 32769, F16, {}, "online"),
     (1024, 65536, BF16, {}, "online"),
     (1024, 65536, F16, {}, "online"),
+    (512, 131072, BF16, {}, "online"),
+    (264, 131072, F16, {}, "online"),
+    # fewer rows: the single pass up to MAX_SINGLE_BLOCK_16, then split rows, then cooperative
+    (263, 32768, BF16, {}, "rows"),
     (200, 65536, BF16, {}, "split"),
-    (512, 131072, BF16, {}, "cooperative"),  # 16-bit rows past 65536: COOP_LONG["16-bit"]
+    (263, 131072, BF16, {}, "cooperative"),  # 16-bit rows past 65536: COOP_LONG["16-bit"]
+    (512, 131073, BF16, {}, "cooperative"),
     (256, 262146, F16, {}, "cooperative"),
     (64, 1 << 20, F16, {}, "cooperative"),
     (4, 1 << 20, BF16, {}, "split"),  # 4 x 128 chunks: too few to fill 4 a SM
