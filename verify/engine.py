@@ -114,6 +114,38 @@ def call_target(fn, args: tuple, kwargs: dict[str, Any], timeout: float) -> tupl
     return box["out"], None, box["seconds"]
 
 
+def _storage_bytes(t: torch.Tensor) -> torch.Tensor:
+    """The whole storage under ``t`` as uint8 (a view's gaps and offset included)."""
+    return torch.empty(0, dtype=torch.uint8, device=t.device).set_(t.untyped_storage())
+
+
+class InputSnapshot:
+    """The bytes of every input's storage before a call, to tell whether the target wrote to them.
+
+    A kernel that works in place on its input (``x.float()`` is ``x`` itself for float32
+    input, so ``sub_`` / ``exp_`` on it clobber the caller's tensor), or writes past its output
+    into an input, gives correct numbers and a corrupted caller.  The whole storage is kept,
+    so writes into the gaps of a strided view count too.
+    """
+
+    def __init__(self, inputs: dict[str, torch.Tensor | None]) -> None:
+        self._saved = {name: (t, _storage_bytes(t).clone()) for name, t in inputs.items()
+                       if isinstance(t, torch.Tensor)}
+
+    def violation(self) -> Violation | None:
+        """An ``input-modified`` violation naming the inputs whose bytes changed, or None."""
+        changed = []
+        for name, (t, before) in self._saved.items():
+            after = _storage_bytes(t)
+            if after.numel() != before.numel() or not torch.equal(after, before):
+                n = int((after != before).sum()) if after.numel() == before.numel() else after.numel()
+                changed.append(f"{name} ({n} of {before.numel()} bytes of its storage)")
+        if not changed:
+            return None
+        return Violation("input-modified", "the target wrote to its input " + ", ".join(changed)
+                         + ": a kernel must leave its inputs as they were (work on a copy, or write only the output)")
+
+
 def _describe_tensor(t: torch.Tensor) -> str:
     return f"{tuple(t.shape)} {str(t.dtype).replace('torch.', '')} on {t.device}" + (
         "" if t.is_contiguous() else f" strides {t.stride()}"
@@ -125,9 +157,10 @@ def check_softmax_input(
     compare_naive: bool = True,
 ) -> CaseOutcome:
     """Run a softmax target on x and evaluate its output."""
+    snapshot = InputSnapshot({"x": x})
     out, v, secs = call_target(target.fn, (x,), {}, timeout)
     if v is None:
-        v = contracts.check_structure(out, x.shape, x.dtype, x.device)
+        v = snapshot.violation() or contracts.check_structure(out, x.shape, x.dtype, x.device)
     if v is not None:
         msg = f"{v.message} (input {_describe_tensor(x)})"
         return CaseOutcome(Evaluation([Violation(v.kind, msg)]), secs, 0.0, 0.0, 0)
@@ -157,9 +190,10 @@ def check_attention_input(
 ) -> CaseOutcome:
     """Run an attention target and evaluate its output."""
     kwargs = dict(scale=scale, causal=causal, mask=mask)
+    snapshot = InputSnapshot({"q": q, "k": k, "v": v, "mask": mask})
     out, viol, secs = call_target(target.fn, (q, k, v), kwargs, timeout)
     if viol is None:
-        viol = contracts.check_structure(out, q.shape, q.dtype, q.device)
+        viol = snapshot.violation() or contracts.check_structure(out, q.shape, q.dtype, q.device)
     if viol is not None:
         msg = (f"{viol.message} (q {_describe_tensor(q)}, k {_describe_tensor(k)}, v {_describe_tensor(v)}, "
                f"scale={scale:g}, causal={causal}, mask={None if mask is None else tuple(mask.shape)})")
