@@ -228,6 +228,10 @@ def test_softmax_long_row_online():
 @pytest.mark.parametrize("n", [16385, 40000, 70001])
 @pytest.mark.parametrize("dtype", HALF_DTYPES)
 def test_softmax_16bit_online_launches(n, dtype):
+    _check_16bit_online_launch(n, dtype)
+
+
+def _check_16bit_online_launch(n, dtype):
     # Rows 2 a SM or more of 16385..131072 take ONLINE_16BIT's launches: blocks of 4096,
     # 8192 (with a register cap) and 16384 at 32 warps, each with per-lane statistics.
     from kernels.triton_support import num_sms
@@ -551,6 +555,14 @@ def test_gpu_softmax_sizes(n, dtype):
     assert torch.allclose(lse.double(), rl, rtol=1e-6, atol=1e-5)
     ys = softmax(x, num_chunks=4) if n > 4096 else softmax(x, block_size=1024)
     assert_softmax_close(ys, x, over_2ulp=STREAMED_OVER_2ULP)
+
+
+@gpu
+@pytest.mark.parametrize("n", [16385, 32768, 40000, 65536, 70001, 131072])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_gpu_softmax_16bit_online_launches(n, dtype):
+    # The same on the H200's 132 SMs: 264 rows, and the register cap compiled by ptxas.
+    _check_16bit_online_launch(n, dtype)
 
 
 @gpu
