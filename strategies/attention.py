@@ -78,11 +78,8 @@ WIDE_HEAD_MAX_SEQ = 32
 #: (Hypothesis favours early choices), so a kernel wrong only past 256 lived.
 HEAD_DIM_TIERS = (16, 64, 128, WIDE_HEAD_DIM, None)
 
-#: Broadcast shapes of the boolean mask; key-padding masks may also be (B, 1, 1, Nk).  The
-#: 3-d ones align from the right, as broadcasting does: (1, Nq, Nk) and (Hq, Nq, Nk), whose
-#: leading dim is the heads', not the batch's (a kernel that takes it for the batch is wrong).
-MASK_SHAPES = ("qk", "11qk", "b1qk", "1hqk", "bhqk", "1qk", "hqk")
-MASK_SHAPES_BY_RANK = (("qk",), ("1qk", "hqk"), ("11qk", "b1qk", "1hqk", "bhqk"))
+#: Broadcast shapes of the boolean mask; key-padding masks may also be (B, 1, 1, Nk).
+MASK_SHAPES = ("qk", "11qk", "b1qk", "1hqk", "bhqk")
 #: How the mask tensor is laid out in memory (its values are the same in every layout):
 #: ``contiguous``; ``sliced``, a view into a larger buffer whose extra rows and columns
 #: hold a checkerboard (as a cached causal mask sliced to ``[:Nq, :Nk]``); ``transposed``,
@@ -323,8 +320,6 @@ class AttentionSpec:
             "1hqk": (1, self.heads_q),
             "bhqk": (self.batch, self.heads_q),
             "b11k": (self.batch, 1),
-            "1qk": (1, 1),
-            "hqk": (1, self.heads_q),
         }[self.mask_shape]
         slabs = np.empty((*grid, self.seq_q, self.seq_k), dtype=bool)
         for b in range(grid[0]):
@@ -335,8 +330,6 @@ class AttentionSpec:
             return slabs[0, 0]
         if self.mask_shape == "b11k":
             return slabs[:, :, :1, :]
-        if self.mask_shape in ("1qk", "hqk"):
-            return slabs[0]
         return slabs
 
     def values(self) -> dict[str, np.ndarray]:
@@ -788,35 +781,14 @@ def _absorption_recipes(fmt: FloatFormat, head_dim: int, block: int,
     return ValueRecipe("constant", offset=1.0), ValueRecipe("key-spike", scale=0.0, gap=gap, count=2)
 
 
-def _sequence_lengths(draw: st.DrawFn, lo: int, hi: int) -> tuple[int, int]:
-    """(Nq, Nk): equal, independent, or one far past the other (each a third of the time;
-    shrinks to equal).
-
-    Under top-left causal, query rows past Nk see every key and the first rows see few: a
-    kernel that decides per query tile (skip a tile that starts past the last key, stop at
-    the diagonal) goes wrong only when whole tiles lie beyond the other length, which two
-    independent lengths rarely give (13 of 600 causal examples had Nq >= Nk + 64).  So the
-    third kind draws the shorter length from the lowest quarter of the range and the longer
-    one at least 16 past it.
-    """
-    seq_k = draw(lengths(lo, hi))
-    relation = draw(st.integers(0, 2))
-    if relation == 0:
-        return seq_k, seq_k
-    if relation == 1:
-        return draw(lengths(lo, hi)), seq_k
-    short = draw(lengths(lo, max(lo, hi // 4)))
-    far = draw(lengths(min(hi, short + 16), hi))
-    return (far, short) if draw(st.booleans()) else (short, far)
-
-
 @st.composite
 def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
     fmt = draw(st.sampled_from(c.formats))
     batch = draw(st.integers(1, c.max_batch))
     heads_kv = draw(st.integers(1, c.max_heads))
     group = draw(st.integers(1, c.max_heads // heads_kv)) if c.gqa else 1
-    seq_q, seq_k = _sequence_lengths(draw, c.min_seq, c.max_seq)
+    seq_k = draw(lengths(c.min_seq, c.max_seq))
+    seq_q = draw(st.one_of(st.just(seq_k), lengths(c.min_seq, c.max_seq)))
     head_dim = _draw_head_dim(draw, c.head_dims)
     probe = draw(st.integers(0, PROBE_ODDS - 1))  # shrinks to 0: no probe
     if c.probe is not None:
@@ -867,10 +839,7 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         # fewer choices than causal=False (Hypothesis shrinks towards fewer choices).
         mask = draw(st.one_of(st.just(None), mask_specs(seq_q, seq_k, MASK_KINDS[1:])))
         if mask is not None:
-            if mask.kind == "key-padding":
-                mask_shape = draw(st.sampled_from(KEY_PADDING_SHAPES))
-            else:  # the rank first, so that each rank is as likely: 3-d masks are the rarest kind
-                mask_shape = draw(st.sampled_from(draw(st.sampled_from(MASK_SHAPES_BY_RANK))))
+            mask_shape = draw(st.sampled_from(KEY_PADDING_SHAPES if mask.kind == "key-padding" else MASK_SHAPES))
         mask_layout = draw(st.sampled_from(c.mask_layouts))
         if causal and not c.causal_with_mask:
             mask, mask_shape = None, "qk"
