@@ -146,6 +146,50 @@ class InputSnapshot:
                          + ": a kernel must leave its inputs as they were (work on a copy, or write only the output)")
 
 
+#: The output-reuse check (``output_survives_next_call``) runs when the inputs hold at most
+#: this many elements in all: it costs one more target call, and a kernel that hands out a
+#: reused buffer does so at every size, so the small cases every search begins with find it.
+OUTPUT_REUSE_MAX_ELEMENTS = 1 << 16
+
+
+def _ramp(shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
+    """((i + j) % 5) / 2 over the last two axes: exact in every float dtype, and its softmax and
+    attention differ from those of constant rows."""
+    *_, rows, cols = (1, 1, *shape)
+    i = torch.arange(rows, device=like.device)[:, None]
+    j = torch.arange(cols, device=like.device)[None, :]
+    ramp = (((i + j) % 5) * 0.5).to(like.dtype).reshape(shape[-2:] if len(shape) >= 2 else shape)
+    return ramp.expand(shape).contiguous()
+
+
+def output_survives_next_call(fn, out: torch.Tensor, decoy_args: tuple, decoy_kwargs: dict[str, Any],
+                              timeout: float) -> Violation | None:
+    """Call ``fn`` again on other inputs of the same shapes and dtypes: an ``output-overwritten``
+    violation if that changes the bytes of ``out``, the first call's result.
+
+    A target that returns one buffer it keeps (a cached or preallocated output, the static
+    output of a captured CUDA graph) gives right numbers at every call, and a caller that
+    holds two results finds the first one silently replaced.  A failure of the second call
+    is not this check's business (the search meets that input on its own), so it is ignored.
+    """
+    before = _storage_bytes(out).clone()
+    try:
+        call_target(fn, decoy_args, decoy_kwargs, timeout)
+    except (TargetHang, DeviceContextLost):
+        return None
+    after = _storage_bytes(out)
+    if after.numel() == before.numel() and torch.equal(after, before):
+        return None
+    return Violation("output-overwritten",
+                     "a second call, on other inputs of the same shapes, overwrote the output this call returned: "
+                     "the target hands out a buffer it reuses (a cached or static output); return a fresh tensor "
+                     "(clone the buffer) so that results the caller holds stay as they were")
+
+
+def _small(*tensors: torch.Tensor | None) -> bool:
+    return sum(t.numel() for t in tensors if t is not None) <= OUTPUT_REUSE_MAX_ELEMENTS
+
+
 def _describe_tensor(t: torch.Tensor) -> str:
     return f"{tuple(t.shape)} {str(t.dtype).replace('torch.', '')} on {t.device}" + (
         "" if t.is_contiguous() else f" strides {t.stride()}"
@@ -161,6 +205,8 @@ def check_softmax_input(
     out, v, secs = call_target(target.fn, (x,), {}, timeout)
     if v is None:
         v = snapshot.violation() or contracts.check_structure(out, x.shape, x.dtype, x.device)
+    if v is None and _small(x):
+        v = output_survives_next_call(target.fn, out, (_ramp(tuple(x.shape), x),), {}, timeout)
     if v is not None:
         msg = f"{v.message} (input {_describe_tensor(x)})"
         return CaseOutcome(Evaluation([Violation(v.kind, msg)]), secs, 0.0, 0.0, 0)
@@ -194,6 +240,10 @@ def check_attention_input(
     out, viol, secs = call_target(target.fn, (q, k, v), kwargs, timeout)
     if viol is None:
         viol = snapshot.violation() or contracts.check_structure(out, q.shape, q.dtype, q.device)
+    if viol is None and _small(q, k, v, mask):
+        decoy = (torch.zeros(q.shape, dtype=q.dtype, device=q.device),
+                 torch.zeros(k.shape, dtype=k.dtype, device=k.device), _ramp(tuple(v.shape), v))
+        viol = output_survives_next_call(target.fn, out, decoy, kwargs, timeout)
     if viol is not None:
         msg = (f"{viol.message} (q {_describe_tensor(q)}, k {_describe_tensor(k)}, v {_describe_tensor(v)}, "
                f"scale={scale:g}, causal={causal}, mask={None if mask is None else tuple(mask.shape)})")

@@ -1,0 +1,123 @@
+"""The contract on a call, apart from its numbers: a target leaves its inputs as they were
+(``input-modified``) and returns an output that a later call does not overwrite
+(``output-overwritten``).  Each bug is a correct-valued kernel; each check is shown to fire
+on it, to stay quiet on the same kernel without the bug, and to be caught by a search."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from verify import engine, search
+from verify.api import assert_attention_correct, assert_softmax_correct
+from kernels.registry import Target
+from verify.capabilities import Capabilities
+
+
+def _softmax_in_place(x: torch.Tensor) -> torch.Tensor:
+    """Right values; works in place on ``x.float()``, which is ``x`` itself for float32 input."""
+    w = x.float()
+    w.sub_(w.amax(-1, keepdim=True).nan_to_num(neginf=0.0)).exp_()
+    return (w / w.sum(-1, keepdim=True)).to(x.dtype)
+
+
+def _softmax_copy(x: torch.Tensor) -> torch.Tensor:
+    return _softmax_in_place(x.clone())
+
+
+class _CachedOutput:
+    """Right values into one buffer per (shape, dtype), returned at every call."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.buffers = inner, {}
+
+    def __call__(self, *args, **kwargs) -> torch.Tensor:
+        result = self.inner(*args, **kwargs)
+        key = (tuple(result.shape), result.dtype)
+        if key not in self.buffers:
+            self.buffers[key] = torch.empty_like(result)
+        return self.buffers[key].copy_(result)
+
+
+def _attention(q, k, v, *, scale, causal=False, mask=None):
+    s = (q.double() @ k.double().transpose(-1, -2)) * scale
+    if mask is not None:
+        s = s.masked_fill(~mask, -math.inf)
+    p = torch.softmax(s, -1).nan_to_num(0.0)
+    return (p @ v.double()).to(q.dtype)
+
+
+def _attention_scaling_q_in_place(q, k, v, *, scale, causal=False, mask=None):
+    q.mul_(scale)  # the caller's q is scaled afterwards
+    return _attention(q, k, v, scale=1.0, mask=mask)
+
+
+class _Inputs:
+    def __init__(self, q, k, v, scale, mask=None) -> None:
+        self.q, self.k, self.v, self.scale, self.causal, self.mask = q, k, v, scale, False, mask
+
+
+def _qkv(seed: int = 0, nq: int = 5, nk: int = 7, d: int = 8) -> _Inputs:
+    g = torch.Generator().manual_seed(seed)
+    q, k, v = (torch.randn(1, 2, n, d, generator=g) for n in (nq, nk, nk))
+    return _Inputs(q, k, v, 0.3)
+
+
+def test_softmax_working_in_place_on_its_input_is_an_input_modified_violation() -> None:
+    x = torch.randn(3, 9)
+    with pytest.raises(AssertionError, match=r"input-modified.*wrote to its input x"):
+        assert_softmax_correct(_softmax_in_place, x.clone())
+    assert_softmax_correct(_softmax_in_place, x.to(torch.float16))  # .float() copies: nothing written
+    assert_softmax_correct(_softmax_copy, x)
+
+
+def test_attention_scaling_q_in_place_is_an_input_modified_violation() -> None:
+    with pytest.raises(AssertionError, match=r"input-modified.*wrote to its input q"):
+        assert_attention_correct(_attention_scaling_q_in_place, _qkv())
+    assert_attention_correct(_attention, _qkv())
+
+
+@pytest.mark.parametrize("shape", [(6,), (3, 7), (2, 3, 4)])
+def test_softmax_returning_a_reused_buffer_is_an_output_overwritten_violation(shape) -> None:
+    x = torch.randn(shape)
+    with pytest.raises(AssertionError, match=r"output-overwritten.*overwrote the output"):
+        assert_softmax_correct(_CachedOutput(_softmax_copy), x)
+    assert_softmax_correct(_softmax_copy, x)
+
+
+def test_attention_returning_a_reused_buffer_is_an_output_overwritten_violation() -> None:
+    inputs = _qkv()
+    inputs.mask = torch.rand(5, 7, generator=torch.Generator().manual_seed(1)) < 0.7
+    with pytest.raises(AssertionError, match=r"output-overwritten"):
+        assert_attention_correct(_CachedOutput(_attention), inputs)
+    assert_attention_correct(_attention, inputs)
+
+
+def test_the_reuse_check_skips_large_inputs_and_its_decoys_are_other_inputs() -> None:
+    calls = []
+
+    def counting(x):
+        calls.append(x.clone())
+        return _softmax_copy(x)
+
+    x = torch.randn(2, 7)
+    assert_softmax_correct(counting, x)
+    assert len(calls) == 2 and torch.equal(calls[0], x) and not torch.equal(calls[1], x)
+    assert calls[1].shape == x.shape and calls[1].dtype == x.dtype
+    calls.clear()
+    big = torch.randn(2, engine.OUTPUT_REUSE_MAX_ELEMENTS // 2 + 1)
+    assert_softmax_correct(counting, big)
+    assert len(calls) == 1
+
+
+def test_a_search_finds_the_reused_buffer_within_a_few_examples(tmp_path) -> None:
+    target = Target("cached-output-softmax", "softmax", _CachedOutput(_softmax_copy),
+                    Capabilities(dtypes=("float32",), devices=("cpu",)), "returns one reused buffer")
+    cell = search.check_cell(target, "float32", search.CheckOptions(max_examples=20, seed=3, shrink=False,
+                                                                     compare_naive=False,
+                                                                     artifact_dir=str(tmp_path)))
+    assert cell.status == "violated" and cell.violation.kind == "output-overwritten"
+    # Not always the first: rows of length 1 have the same softmax (1.0) on any input.
+    assert cell.examples_to_first_failure <= 5
