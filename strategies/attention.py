@@ -78,14 +78,20 @@ WIDE_HEAD_MAX_SEQ = 32
 #: (Hypothesis favours early choices), so a kernel wrong only past 256 lived.
 HEAD_DIM_TIERS = (16, 64, 128, WIDE_HEAD_DIM, None)
 
-#: Broadcast shapes of the boolean mask; key-padding masks may also be (B, 1, 1, Nk).
-MASK_SHAPES = ("qk", "11qk", "b1qk", "1hqk", "bhqk")
+#: Broadcast shapes of the boolean mask; key-padding masks may also be (B, 1, 1, Nk).  The
+#: 3-d ones align from the right, as broadcasting does: (1, Nq, Nk) and (Hq, Nq, Nk), whose
+#: leading dim is the heads', not the batch's (a kernel that takes it for the batch is wrong).
+MASK_SHAPES = ("qk", "11qk", "b1qk", "1hqk", "bhqk", "1qk", "hqk")
+MASK_SHAPES_BY_RANK = (("qk",), ("1qk", "hqk"), ("11qk", "b1qk", "1hqk", "bhqk"))
 #: How the mask tensor is laid out in memory (its values are the same in every layout):
 #: ``contiguous``; ``sliced``, a view into a larger buffer whose extra rows and columns
 #: hold a checkerboard (as a cached causal mask sliced to ``[:Nq, :Nk]``); ``transposed``,
 #: column-major; ``expanded``, broadcast to (B, Hq, Nq, Nk) with zero strides.
 MASK_LAYOUTS = ("contiguous", "sliced", "transposed", "expanded")
-KEY_PADDING_SHAPES = ("b11k",) + MASK_SHAPES
+#: Key-padding masks also come with a singleton query axis: (B, 1, 1, Nk), and per head
+#: (B, Hq, 1, Nk), whose heads pad differently (a kernel that reads head 0's row for all is wrong).
+QUERY_BROADCAST_SHAPES = ("b11k", "bh1k")
+KEY_PADDING_SHAPES = QUERY_BROADCAST_SHAPES + MASK_SHAPES
 MAX_SPECIALS = 3
 #: Long-key probes (see ``attention_cases``) keep the rest of the case small: at most this
 #: many queries, one batch, two K/V heads (four query heads with GQA) and head dims up to
@@ -212,15 +218,15 @@ class AttentionSpec:
             object.__setattr__(self, "scale", float(self.scale))
         if len(self.layouts) != 3 or any(layout not in ATTENTION_LAYOUTS for layout in self.layouts):
             raise spec_error("attention spec", f"layouts must be three of {ATTENTION_LAYOUTS}", self.layouts)
-        shapes = (*MASK_SHAPES, "b11k")
+        shapes = (*MASK_SHAPES, *QUERY_BROADCAST_SHAPES)
         if self.mask_shape not in shapes:
             raise spec_error("attention spec", f"mask_shape must be one of {shapes}", self.mask_shape)
         if self.mask is not None and self.mask.kind == "none":
             raise spec_error("attention spec", "write mask=None rather than a mask of kind 'none'")
         if self.mask_layout not in MASK_LAYOUTS:
             raise spec_error("attention spec", f"mask_layout must be one of {MASK_LAYOUTS}", self.mask_layout)
-        if self.mask_shape == "b11k" and (self.mask is None or self.mask.kind != "key-padding"):
-            raise spec_error("attention spec", "mask_shape 'b11k' is for key-padding masks only")
+        if self.mask_shape in QUERY_BROADCAST_SHAPES and (self.mask is None or self.mask.kind != "key-padding"):
+            raise spec_error("attention spec", f"mask_shape {self.mask_shape!r} is for key-padding masks only")
         if any(s.tensor not in ("q", "k", "v") or len(s.index) != 4 for s in self.specials):
             raise spec_error("attention spec", "special entries need tensor 'q', 'k' or 'v' and a 4-d index")
         if not fmt.has_inf and any(s.kind == "+inf" for s in self.specials):
@@ -320,16 +326,23 @@ class AttentionSpec:
             "1hqk": (1, self.heads_q),
             "bhqk": (self.batch, self.heads_q),
             "b11k": (self.batch, 1),
+            "bh1k": (self.batch, self.heads_q),
+            "1qk": (1, 1),
+            "hqk": (1, self.heads_q),
         }[self.mask_shape]
         slabs = np.empty((*grid, self.seq_q, self.seq_k), dtype=bool)
         for b in range(grid[0]):
             for h in range(grid[1]):
                 rng = _rng.stream(self.seed, _rng.MASK, b, h)
-                slabs[b, h] = self.mask.keep(self.seq_q, self.seq_k, rng, group=b)
+                # Key padding alternates its pads over the slabs, heads included: a kernel
+                # that reads one head's (or one batch entry's) padding for all goes wrong.
+                slabs[b, h] = self.mask.keep(self.seq_q, self.seq_k, rng, group=b * grid[1] + h)
         if self.mask_shape == "qk":
             return slabs[0, 0]
-        if self.mask_shape == "b11k":
+        if self.mask_shape in QUERY_BROADCAST_SHAPES:
             return slabs[:, :, :1, :]
+        if self.mask_shape in ("1qk", "hqk"):
+            return slabs[0]
         return slabs
 
     def values(self) -> dict[str, np.ndarray]:
@@ -781,14 +794,35 @@ def _absorption_recipes(fmt: FloatFormat, head_dim: int, block: int,
     return ValueRecipe("constant", offset=1.0), ValueRecipe("key-spike", scale=0.0, gap=gap, count=2)
 
 
+def _sequence_lengths(draw: st.DrawFn, lo: int, hi: int) -> tuple[int, int]:
+    """(Nq, Nk): equal, independent, or one far past the other (each a third of the time;
+    shrinks to equal).
+
+    Under top-left causal, query rows past Nk see every key and the first rows see few: a
+    kernel that decides per query tile (skip a tile that starts past the last key, stop at
+    the diagonal) goes wrong only when whole tiles lie beyond the other length, which two
+    independent lengths rarely give (13 of 600 causal examples had Nq >= Nk + 64).  So the
+    third kind draws the shorter length from the lowest quarter of the range and the longer
+    one at least 16 past it.
+    """
+    seq_k = draw(lengths(lo, hi))
+    relation = draw(st.integers(0, 2))
+    if relation == 0:
+        return seq_k, seq_k
+    if relation == 1:
+        return draw(lengths(lo, hi)), seq_k
+    short = draw(lengths(lo, max(lo, hi // 4)))
+    far = draw(lengths(min(hi, short + 16), hi))
+    return (far, short) if draw(st.booleans()) else (short, far)
+
+
 @st.composite
 def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
     fmt = draw(st.sampled_from(c.formats))
     batch = draw(st.integers(1, c.max_batch))
     heads_kv = draw(st.integers(1, c.max_heads))
     group = draw(st.integers(1, c.max_heads // heads_kv)) if c.gqa else 1
-    seq_k = draw(lengths(c.min_seq, c.max_seq))
-    seq_q = draw(st.one_of(st.just(seq_k), lengths(c.min_seq, c.max_seq)))
+    seq_q, seq_k = _sequence_lengths(draw, c.min_seq, c.max_seq)
     head_dim = _draw_head_dim(draw, c.head_dims)
     probe = draw(st.integers(0, PROBE_ODDS - 1))  # shrinks to 0: no probe
     if c.probe is not None:
@@ -839,7 +873,10 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         # fewer choices than causal=False (Hypothesis shrinks towards fewer choices).
         mask = draw(st.one_of(st.just(None), mask_specs(seq_q, seq_k, MASK_KINDS[1:])))
         if mask is not None:
-            mask_shape = draw(st.sampled_from(KEY_PADDING_SHAPES if mask.kind == "key-padding" else MASK_SHAPES))
+            if mask.kind == "key-padding":
+                mask_shape = draw(st.sampled_from(KEY_PADDING_SHAPES))
+            else:  # the rank first, so that each rank is as likely: 3-d masks are the rarest kind
+                mask_shape = draw(st.sampled_from(draw(st.sampled_from(MASK_SHAPES_BY_RANK))))
         mask_layout = draw(st.sampled_from(c.mask_layouts))
         if causal and not c.causal_with_mask:
             mask, mask_shape = None, "qk"

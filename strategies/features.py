@@ -15,6 +15,10 @@ len:prime              prime length: never a multiple of any block or vector wid
 len:2^k / 2^k-1 / 2^k+1   at / just below / just above a power of two (k >= 1, >= 2, >= 1)
 len:multB[-1|+1]       an exact multiple of B (16, 32, 64, 128), or one short / one over:
                        the ragged last tile of a blocked kernel; every B that applies is listed
+len:odd-tile-edge      a multiple of a tile width that is not a power of two (48, 80, 96, 100,
+                       160, 192), or one short / one over it
+len:tail2-3            two or three past a multiple of any of those tiles or of B: a tail
+                       narrower than a 4-wide vector load, which a kernel may pad
 shape:3d               softmax input of shape (batch, rows, length)
 shape:4d               softmax input of shape (batch, heads, rows, length): two leading dims to flatten
 rows:many              softmax input of more than 32 rows in all: more rows than a persistent
@@ -30,6 +34,7 @@ mask:leading-block     the first 16/32/64/128 entries of every row masked
 mask:causal            causal (triangular) pattern, possibly offset
 mask:sliding-window    band of a fixed width ending at the diagonal
 mask:key-padding       the last k entries masked, k varying by row or batch
+mask:left-padding      key padding at the start instead: the first k entries masked
 mask:fully-masked-row  some row has every entry masked (the 0/0 case)
 mask:single-unmasked-row  some row has exactly one entry unmasked
 mask:dense             at least 90 % of all entries masked
@@ -47,7 +52,8 @@ attn:long-keys         Nk >= 512 (many key blocks; the size profiles stop below)
 attn:index-width       Nk >= 32767, at the edge of 16-bit key offsets
 attn:many-heads        B * Hq >= 16 (a persistent grid's programs take several pairs)
 mask-shape:<shape>     broadcast shape of the boolean mask: (Nq,Nk), (1,1,Nq,Nk),
-                       (B,1,Nq,Nk), (1,Hq,Nq,Nk), (B,Hq,Nq,Nk), (B,1,1,Nk)
+                       (B,1,Nq,Nk), (1,Hq,Nq,Nk), (B,Hq,Nq,Nk), (B,1,1,Nk), (B,Hq,1,Nk), and 3-d
+                       (1,Nq,Nk), (Hq,Nq,Nk)
 mask-layout:<name>     the mask tensor sliced from a larger one, transposed, or expanded
                        with zero strides
 hdim:small             head dim <= 8
@@ -70,12 +76,16 @@ from collections.abc import Iterable
 from verify.dtypes import FORMATS
 
 BLOCKS = (16, 32, 64, 128)
+#: Tile widths that are not powers of two: CUDA and PyTorch kernels tile by multiples of 16
+#: (48, 80, 96, 160, 192, as head-dim and key tiles do) and hand-written loops by round
+#: numbers (100).  A ragged tail is relative to the kernel's tile, whatever it is.
+ODD_TILES = (48, 80, 96, 100, 160, 192)
 
 _DTYPE = tuple(f"dtype:{name}" for name in FORMATS)
 
 _LENGTH = ("len:1", "len:prime", "len:2^k", "len:2^k-1", "len:2^k+1") + tuple(
     f"len:mult{b}{suffix}" for b in BLOCKS for suffix in ("", "-1", "+1")
-)
+) + ("len:odd-tile-edge", "len:tail2-3")
 
 _MASK = (
     "mask:random",
@@ -83,6 +93,7 @@ _MASK = (
     "mask:causal",
     "mask:sliding-window",
     "mask:key-padding",
+    "mask:left-padding",
     "mask:fully-masked-row",
     "mask:single-unmasked-row",
     "mask:dense",
@@ -140,7 +151,7 @@ ATTENTION_FEATURES: tuple[str, ...] = (
     + ("attn:mha", "attn:gqa", "attn:mqa", "attn:nq<nk", "attn:nq>nk", "attn:decode")
     + ("attn:causal", "attn:bool-mask", "attn:causal+mask")
     + ("attn:long-keys", "attn:index-width", "attn:many-heads")
-    + tuple(f"mask-shape:{s}" for s in ("qk", "11qk", "b1qk", "1hqk", "bhqk", "b11k"))
+    + tuple(f"mask-shape:{s}" for s in ("qk", "11qk", "b1qk", "1hqk", "bhqk", "1qk", "hqk", "b11k", "bh1k"))
     + tuple(f"mask-layout:{s}" for s in ("sliced", "transposed", "expanded"))
     + _MASK
     + ("hdim:small", "hdim:pow2", "hdim:non-pow2", "hdim:large", "hdim:over-256")

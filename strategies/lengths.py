@@ -2,8 +2,10 @@
 
 Blocked kernels go wrong at the edges of their tiling: a length of one, a prime
 (never a multiple of any tile), one short of or one over a power of two or a
-block size (a ragged final tile with a single live lane, or one dead lane), the
-largest length allowed.  :func:`lengths` draws a *kind* of length first and then
+block size (a ragged final tile with a single live lane, or one dead lane), two or
+three over one (a tail narrower than a vector load), the largest length allowed.
+Block sizes are the powers of two of Triton tiles and the other widths
+(``ODD_TILES``) of CUDA and hand-written tiles.  :func:`lengths` draws a *kind* of length first and then
 a length of that kind, so every kind is reached often however wide the range.
 
 Kinds are listed simplest first and each kind's candidates run from small to
@@ -24,7 +26,12 @@ from hypothesis.strategies import SearchStrategy
 from strategies import _rng
 from strategies._choices import rare
 from strategies._validation import check_argument, check_positive_int
-from strategies.features import BLOCKS
+from strategies.features import BLOCKS, ODD_TILES
+
+#: Block sizes the block-multiple kinds draw from: a ragged tail is relative to the tile.
+TILE_WIDTHS = BLOCKS + ODD_TILES
+#: Tails of the block-multiple-plus-few kind.
+FEW = (2, 3)
 
 LENGTH_KINDS = (
     "small",
@@ -35,6 +42,7 @@ LENGTH_KINDS = (
     "block-multiple",
     "block-multiple-minus-one",
     "block-multiple-plus-one",
+    "block-multiple-plus-few",
     "maximum",
     "any",
 )
@@ -84,7 +92,8 @@ def _multiplier_range(block: int, delta: int, lo: int, hi: int) -> tuple[int, in
 
 
 def length_features(n: int) -> tuple[str, ...]:
-    """Features of a length: ``len:1``, ``len:prime``, ``len:2^k±1``, ``len:multB±1``."""
+    """Features of a length: ``len:1``, ``len:prime``, ``len:2^k±1``, ``len:multB±1``,
+    ``len:odd-tile-edge``, ``len:tail2-3``."""
     found = []
     if n == 1:
         found.append("len:1")
@@ -103,6 +112,10 @@ def length_features(n: int) -> tuple[str, ...]:
             found.append(f"len:mult{b}-1")
         if n > b and (n - 1) % b == 0:
             found.append(f"len:mult{b}+1")
+    if any(n >= b - 1 and n % b in (b - 1, 0, 1) for b in ODD_TILES):
+        found.append("len:odd-tile-edge")
+    if any(n > b and n % b in FEW for b in TILE_WIDTHS):
+        found.append("len:tail2-3")
     return tuple(found)
 
 
@@ -119,7 +132,7 @@ def lengths(min_value: int = 1, max_value: int = 300) -> SearchStrategy[int]:
         min_value <= max_value,
         f"min_value={min_value} must not exceed max_value={max_value}; swap or widen the bounds",
     )
-    pickers = _pickers(min_value, max_value, BLOCKS)
+    pickers = _pickers(min_value, max_value, TILE_WIDTHS)
     kinds = tuple(k for k in LENGTH_KINDS if k in pickers)
     # Every kind costs the same two choices (kind, index): Hypothesis orders
     # examples by choice count before anything else, so equal costs leave the
@@ -153,26 +166,28 @@ def _pickers(lo: int, hi: int, blocks: tuple[int, ...]) -> dict[str, Callable[[i
     primes = _primes(lo, hi)
     if primes:
         pickers["prime"] = from_list(primes)
-    for kind, delta in (
-        ("block-multiple", 0),
-        ("block-multiple-minus-one", -1),
-        ("block-multiple-plus-one", 1),
+    for kind, deltas in (
+        ("block-multiple", (0,)),
+        ("block-multiple-minus-one", (-1,)),
+        ("block-multiple-plus-one", (1,)),
+        ("block-multiple-plus-few", FEW),
     ):
         per_block = tuple(
-            (b, first, last) for b in blocks for first, last in [_multiplier_range(b, delta, lo, hi)] if first <= last
+            (b, delta, first, last) for b in blocks for delta in deltas
+            for first, last in [_multiplier_range(b, delta, lo, hi)] if first <= last
         )
         if per_block:
-            pickers[kind] = _block_picker(per_block, delta)
+            pickers[kind] = _block_picker(per_block)
     pickers["maximum"] = lambda u: hi
     pickers["any"] = from_range(lo, hi)
     return pickers
 
 
-def _block_picker(per_block: tuple[tuple[int, int, int], ...], delta: int) -> Callable[[int], int]:
-    # The block is picked before the multiplier so that 128 is as likely as 16,
+def _block_picker(per_block: tuple[tuple[int, int, int, int], ...]) -> Callable[[int], int]:
+    # The (block, tail) is picked before the multiplier so that 128 is as likely as 16,
     # although far fewer lengths in the range are multiples of 128.
     def pick(u: int) -> int:
-        block, first, last = per_block[u % len(per_block)]
+        block, delta, first, last = per_block[u % len(per_block)]
         return block * (first + (u // len(per_block)) % (last - first + 1)) + delta
 
     return pick

@@ -11,7 +11,9 @@ none             nothing masked.
 random           each entry masked with probability ``density`` (up to 1.0: every row
                  fully masked), the classic test of the running max being -inf.
 fully-masked-row the rows listed in ``rows`` (modulo the row count) entirely masked:
-                 0/0 in the normalisation, whose result the contract must define.
+                 0/0 in the normalisation, whose result the contract must define.  Group g
+                 (a batch entry or head) masks those rows shifted by g, so a kernel that
+                 takes one group's dead rows for all of them goes wrong.
 leading-block    the first ``block`` (16/32/64/128) columns masked: a whole first tile
                  of -inf, so the running max starts at -inf and ``exp(-inf - -inf)`` is NaN
                  unless the kernel guards it.
@@ -20,7 +22,11 @@ causal           row i keeps columns ``j <= i + offset``; offset 0 is top-left a
                  ``n_cols - n_rows`` bottom-right; negative offsets mask whole leading rows.
 sliding-window   row i keeps ``i + offset - window < j <= i + offset``.
 key-padding      the last ``pads[g]`` columns masked, for group g (a row or a batch
-                 entry, the caller decides), pads up to the full width.
+                 entry, the caller decides), pads up to the full width; with
+                 ``side="start"`` the first ``pads[g]`` (left padding, as batched
+                 generation pads its prompts): every row then opens with masked tiles and
+                 the live keys start at an offset, which a kernel that takes the mask for a
+                 valid length, or skips tiles past the last live key, gets wrong.
 """
 
 from __future__ import annotations
@@ -49,6 +55,7 @@ MASK_KINDS = (
 )
 MASK_BLOCKS = (16, 32, 64, 128)
 DENSITIES = (0.5, 0.1, 0.9, 0.99, 1.0, 0.01)
+PAD_SIDES = ("end", "start")  # where key-padding pads go: right padding first (the common one)
 
 # Kind -> feature for the kinds whose shape is not already told by a data feature.
 _KIND_FEATURE = {
@@ -71,6 +78,7 @@ class MaskSpec:
     offset: int = 0
     rows: tuple[int, ...] = ()
     pads: tuple[int, ...] = ()
+    side: str = "end"  # key-padding only: PAD_SIDES
 
     def __post_init__(self) -> None:
         if self.kind not in MASK_KINDS:
@@ -84,6 +92,8 @@ class MaskSpec:
             raise spec_error("mask", "block, window, rows and pads must be non-negative", self)
         if self.kind == "fully-masked-row" and not self.rows:
             raise spec_error("mask", "fully-masked-row needs at least one row index", self)
+        if self.side not in PAD_SIDES:
+            raise spec_error("mask", f"side must be one of {PAD_SIDES}", self.side)
         if self.kind == "key-padding" and not self.pads:
             raise spec_error("mask", "key-padding needs at least one pad", self)
         if self.kind == "sliding-window" and self.window < 1:
@@ -102,8 +112,9 @@ class MaskSpec:
             "offset": self.offset,
             "rows": list(self.rows),
             "pads": list(self.pads),
+            "side": self.side,
         }
-        return {k: v for k, v in full.items() if k == "kind" or v not in (0, 0.0, [])}
+        return {k: v for k, v in full.items() if k == "kind" or v not in (0, 0.0, [], "end")}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "MaskSpec":
@@ -125,11 +136,12 @@ class MaskSpec:
         if k == "sliding-window":
             return f"sliding-window(window={self.window}, offset={self.offset})"
         if k == "key-padding":
-            return f"key-padding{list(self.pads)}"
+            return f"key-padding{list(self.pads)}" + ("-at-start" if self.side == "start" else "")
         return k
 
     def kind_features(self) -> tuple[str, ...]:
-        return (_KIND_FEATURE[self.kind],) if self.kind in _KIND_FEATURE else ()
+        found = (_KIND_FEATURE[self.kind],) if self.kind in _KIND_FEATURE else ()
+        return found + (("mask:left-padding",) if self.kind == "key-padding" and self.side == "start" else ())
 
     # ---- building ---------------------------------------------------------------------
     def keep(
@@ -137,8 +149,9 @@ class MaskSpec:
     ) -> np.ndarray:
         """Boolean ``(n_rows, n_cols)``: True where the entry is kept.
 
-        ``group`` picks the key-padding pad for the whole matrix; with ``per_row``
-        each row i uses ``pads[i]`` instead (rows of a 2-D softmax are separate sequences).
+        ``group`` picks the key-padding pad for the whole matrix and shifts the fully masked
+        rows; with ``per_row`` each row i uses ``pads[i]`` instead (rows of a 2-D softmax are
+        separate sequences).
         """
         k = self.kind
         i = np.arange(n_rows)[:, None]
@@ -149,7 +162,7 @@ class MaskSpec:
             return ~(rng.random((n_rows, n_cols)) < self.density)
         if k == "fully-masked-row":
             keep = np.ones((n_rows, n_cols), dtype=bool)
-            keep[[r % n_rows for r in self.rows], :] = False
+            keep[[(r + group) % n_rows for r in self.rows], :] = False  # other rows in other groups
             return keep
         if k == "leading-block":
             return np.broadcast_to(j >= self.block, (n_rows, n_cols)).copy()
@@ -166,7 +179,8 @@ class MaskSpec:
                 pads = np.array([self.pads[r % len(self.pads)] for r in range(n_rows)])[:, None]
             else:
                 pads = self.pads[group % len(self.pads)]
-            return np.broadcast_to(j < n_cols - pads, (n_rows, n_cols)).copy()
+            live = j >= pads if self.side == "start" else j < n_cols - pads
+            return np.broadcast_to(live, (n_rows, n_cols)).copy()
         raise AssertionError(k)
 
 
@@ -214,6 +228,7 @@ def _mask_specs(n_rows: int, n_cols: int, kinds: tuple[str, ...]) -> SearchStrat
         st.integers(-n_rows, n_cols),  # the "other" diagonal offset
         st.integers(0, n_cols),  # pads for even and odd groups
         st.integers(0, n_cols),
+        st.sampled_from(PAD_SIDES),
     )
     return parts.map(lambda p: _interpret(n_rows, n_cols, *p))
 
@@ -230,6 +245,7 @@ def _interpret(
     other: int,
     pad_a: int,
     pad_b: int,
+    side: str,
 ) -> MaskSpec:
     offset = {"top-left": 0, "bottom-right": n_cols - n_rows, "other": other}[diagonal]
     if kind == "random":
@@ -243,5 +259,5 @@ def _interpret(
     if kind == "sliding-window":
         return MaskSpec(kind, window=window, offset=offset)
     if kind == "key-padding":
-        return MaskSpec(kind, pads=(pad_a,) if pad_a == pad_b else (pad_a, pad_b))
+        return MaskSpec(kind, pads=(pad_a,) if pad_a == pad_b else (pad_a, pad_b), side=side)
     return MaskSpec(kind)

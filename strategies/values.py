@@ -345,7 +345,12 @@ def value_recipes(
     return _value_recipes(fmt, usable, limit)
 
 
-_GAPS = (20.0, 100.0, 1e3, 1e4)
+#: Margins of a dominant entry over the rest, and rises of a drift: a ladder, so that the
+#: other entries' weights exp(-gap) land at every scale a kernel may cut at, from a sizeable
+#: share (2) through the 16-bit and float32 roundoffs (10: 4.5e-5; 15: 3.1e-7; 20: 2.1e-9)
+#: to underflow (1e3, 1e4).  A kernel that drops terms below a fixed threshold is wrong
+#: only where many of them sit just under it.
+_GAPS = (20.0, 100.0, 1e3, 1e4, 2.0, 5.0, 10.0, 15.0, 30.0, 60.0)
 _OUTLIER_STDS = (10.0, 100.0)
 _OUTLIER_RATES = (0.001, 0.01, 0.1)
 
