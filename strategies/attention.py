@@ -91,7 +91,6 @@ MASK_LAYOUTS = ("contiguous", "sliced", "transposed", "expanded")
 #: Key-padding masks also come with a singleton query axis: (B, 1, 1, Nk), and per head
 #: (B, Hq, 1, Nk), whose heads pad differently (a kernel that reads head 0's row for all is wrong).
 QUERY_BROADCAST_SHAPES = ("b11k", "bh1k")
-KEY_PADDING_SHAPES = QUERY_BROADCAST_SHAPES + MASK_SHAPES
 MAX_SPECIALS = 3
 #: Long-key probes (see ``attention_cases``) keep the rest of the case small: at most this
 #: many queries, one batch, two K/V heads (four query heads with GQA) and head dims up to
@@ -871,12 +870,16 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
     if c.bool_mask:
         # Drawn even when it is then dropped, so that causal=True does not cost
         # fewer choices than causal=False (Hypothesis shrinks towards fewer choices).
-        mask = draw(st.one_of(st.just(None), mask_specs(seq_q, seq_k, MASK_KINDS[1:])))
+        # A mask two times in three (shrinks to none): masks are where most of the paths of a
+        # kernel are, and a mask's kind, shape and layout each split the masked cases further.
+        masked = draw(st.integers(0, 2)) > 0
+        mask = draw(mask_specs(seq_q, seq_k, MASK_KINDS[1:]))
+        mask = mask if masked else None
         if mask is not None:
-            if mask.kind == "key-padding":
-                mask_shape = draw(st.sampled_from(KEY_PADDING_SHAPES))
-            else:  # the rank first, so that each rank is as likely: 3-d masks are the rarest kind
-                mask_shape = draw(st.sampled_from(draw(st.sampled_from(MASK_SHAPES_BY_RANK))))
+            # The rank first (3-d masks are the rarest shape), and for key padding the shapes
+            # broadcast over queries as one more group: each group is then as likely.
+            groups = ((QUERY_BROADCAST_SHAPES,) if mask.kind == "key-padding" else ()) + MASK_SHAPES_BY_RANK
+            mask_shape = draw(st.sampled_from(draw(st.sampled_from(groups))))
         mask_layout = draw(st.sampled_from(c.mask_layouts))
         if causal and not c.causal_with_mask:
             mask, mask_shape = None, "qk"

@@ -797,8 +797,10 @@ def test_attention_head_dims_are_spread_over_the_tiers() -> None:
 
 
 def test_softmax_reaches_16_bit_index_widths_within_the_caps() -> None:
+    # find() stops at the first hit; Hypothesis draws rare switches in clumps, so 400 examples
+    # missed one run in ten (2026-11-30): the cap only bounds an unlucky run.
     wide = find(softmax_cases(dtypes=("float16",), max_length=40), lambda c: c.spec.length > 32768,
-                settings=settings(max_examples=400, database=None, phases=[Phase.generate]))
+                settings=settings(max_examples=3000, database=None, phases=[Phase.generate]))
     assert wide.spec.length in INDEX_WIDTH_LENGTHS and wide.spec.rows == 1
     capped = softmax_cases(dtypes=("float16",), max_length=40, caps=Capabilities(max_length=32768))
 
