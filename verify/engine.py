@@ -149,7 +149,9 @@ class InputSnapshot:
 #: The output-reuse check (``output_survives_next_call``) runs when the inputs hold at most
 #: this many elements in all: it costs one more target call, and a kernel that hands out a
 #: reused buffer does so at every size, so the small cases every search begins with find it.
-OUTPUT_REUSE_MAX_ELEMENTS = 1 << 16
+#: (At 65,536 the second calls halved what the main job's interpreted Triton cells searched in
+#: their budget, 2026-11-30: triton-softmax float32 ran 5 examples in 33 s.)
+OUTPUT_REUSE_MAX_ELEMENTS = 4096
 
 
 def _ramp(shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
