@@ -119,49 +119,56 @@ def _storage_bytes(t: torch.Tensor) -> torch.Tensor:
     return torch.empty(0, dtype=torch.uint8, device=t.device).set_(t.untyped_storage())
 
 
-class InputSnapshot:
-    """The bytes of every input's storage before a call, to tell whether the target wrote to them.
+class StorageSnapshot:
+    """The bytes of tensors' whole storages (a strided view's gaps and offset included), to
+    tell after a call which of them changed."""
 
-    A kernel that works in place on its input (``x.float()`` is ``x`` itself for float32
-    input, so ``sub_`` / ``exp_`` on it clobber the caller's tensor), or writes past its output
-    into an input, gives correct numbers and a corrupted caller.  The whole storage is kept,
-    so writes into the gaps of a strided view count too.
-    """
-
-    def __init__(self, inputs: dict[str, torch.Tensor | None]) -> None:
-        self._saved = {name: (t, _storage_bytes(t).clone()) for name, t in inputs.items()
+    def __init__(self, tensors: dict[str, torch.Tensor | None]) -> None:
+        self._saved = {name: (t, _storage_bytes(t).clone()) for name, t in tensors.items()
                        if isinstance(t, torch.Tensor)}
 
-    def violation(self) -> Violation | None:
-        """An ``input-modified`` violation naming the inputs whose bytes changed, or None."""
-        changed = []
+    def changed(self) -> list[str]:
+        """``"name (n of m bytes of its storage)"`` for each tensor whose bytes changed."""
+        found = []
         for name, (t, before) in self._saved.items():
             after = _storage_bytes(t)
             if after.numel() != before.numel() or not torch.equal(after, before):
                 n = int((after != before).sum()) if after.numel() == before.numel() else after.numel()
-                changed.append(f"{name} ({n} of {before.numel()} bytes of its storage)")
-        if not changed:
-            return None
-        return Violation("input-modified", "the target wrote to its input " + ", ".join(changed)
-                         + ": a kernel must leave its inputs as they were (work on a copy, or write only the output)")
+                found.append(f"{name} ({n} of {before.numel()} bytes of its storage)")
+        return found
+
+
+def inputs_modified(snapshot: StorageSnapshot) -> Violation | None:
+    """An ``input-modified`` violation naming the inputs (snapshotted before the call) whose
+    bytes changed, or None.
+
+    A kernel that works in place on its input (``x.float()`` is ``x`` itself for float32
+    input, so ``sub_`` / ``exp_`` on it clobber the caller's tensor), or writes past its output
+    into an input, gives correct numbers and a corrupted caller.  The whole storage is
+    compared, so writes into the gaps of a strided view count too.
+    """
+    changed = snapshot.changed()
+    if not changed:
+        return None
+    return Violation("input-modified", "the target wrote to its input " + ", ".join(changed)
+                     + ": a kernel must leave its inputs as they were (work on a copy, or write only the output)")
 
 
 #: The output-reuse check (``output_survives_next_call``) runs when the inputs hold at most
 #: this many elements in all: it costs one more target call, and a kernel that hands out a
 #: reused buffer does so at every size, so the small cases every search begins with find it.
-#: (At 65,536 the second calls halved what the main job's interpreted Triton cells searched in
-#: their budget, 2026-11-30: triton-softmax float32 ran 5 examples in 33 s.)
+#: (At 65,536, in the main job's interpreted Triton cells the second calls took about as long
+#: as the first, 2026-11-30: triton-attention float16 spent 4.7 of its 10.3 s outside its
+#: counted target calls and oracle, triton-softmax float32 16.9 of 32.7 s.)
 OUTPUT_REUSE_MAX_ELEMENTS = 4096
 
 
-def _ramp(shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
-    """((i + j) % 5) / 2 over the last two axes: exact in every float dtype, and its softmax and
-    attention differ from those of constant rows."""
-    *_, rows, cols = (1, 1, *shape)
-    i = torch.arange(rows, device=like.device)[:, None]
-    j = torch.arange(cols, device=like.device)[None, :]
-    ramp = (((i + j) % 5) * 0.5).to(like.dtype).reshape(shape[-2:] if len(shape) >= 2 else shape)
-    return ramp.expand(shape).contiguous()
+def _ramp(like: torch.Tensor) -> torch.Tensor:
+    """A contiguous tensor of ``like``'s shape, dtype and device holding 0, 0.5, 1, 1.5, 2, 0, ...
+    in memory order: exact in every float dtype, and its softmax and attention differ from
+    those of constant rows."""
+    flat = torch.arange(like.numel(), device=like.device) % 5 * 0.5
+    return flat.to(like.dtype).reshape(like.shape)
 
 
 def output_survives_next_call(fn, out: torch.Tensor, decoy_args: tuple, decoy_kwargs: dict[str, Any],
@@ -174,13 +181,12 @@ def output_survives_next_call(fn, out: torch.Tensor, decoy_args: tuple, decoy_kw
     holds two results finds the first one silently replaced.  A failure of the second call
     is not this check's business (the search meets that input on its own), so it is ignored.
     """
-    before = _storage_bytes(out).clone()
+    snapshot = StorageSnapshot({"output": out})
     try:
         call_target(fn, decoy_args, decoy_kwargs, timeout)
     except (TargetHang, DeviceContextLost):
         return None
-    after = _storage_bytes(out)
-    if after.numel() == before.numel() and torch.equal(after, before):
+    if not snapshot.changed():
         return None
     return Violation("output-overwritten",
                      "a second call, on other inputs of the same shapes, overwrote the output this call returned: "
@@ -203,12 +209,12 @@ def check_softmax_input(
     compare_naive: bool = True,
 ) -> CaseOutcome:
     """Run a softmax target on x and evaluate its output."""
-    snapshot = InputSnapshot({"x": x})
+    snapshot = StorageSnapshot({"x": x})
     out, v, secs = call_target(target.fn, (x,), {}, timeout)
     if v is None:
-        v = snapshot.violation() or contracts.check_structure(out, x.shape, x.dtype, x.device)
+        v = inputs_modified(snapshot) or contracts.check_structure(out, x.shape, x.dtype, x.device)
     if v is None and _small(x):
-        v = output_survives_next_call(target.fn, out, (_ramp(tuple(x.shape), x),), {}, timeout)
+        v = output_survives_next_call(target.fn, out, (_ramp(x),), {}, timeout)
     if v is not None:
         msg = f"{v.message} (input {_describe_tensor(x)})"
         return CaseOutcome(Evaluation([Violation(v.kind, msg)]), secs, 0.0, 0.0, 0)
@@ -238,13 +244,13 @@ def check_attention_input(
 ) -> CaseOutcome:
     """Run an attention target and evaluate its output."""
     kwargs = dict(scale=scale, causal=causal, mask=mask)
-    snapshot = InputSnapshot({"q": q, "k": k, "v": v, "mask": mask})
+    snapshot = StorageSnapshot({"q": q, "k": k, "v": v, "mask": mask})
     out, viol, secs = call_target(target.fn, (q, k, v), kwargs, timeout)
     if viol is None:
-        viol = snapshot.violation() or contracts.check_structure(out, q.shape, q.dtype, q.device)
+        viol = inputs_modified(snapshot) or contracts.check_structure(out, q.shape, q.dtype, q.device)
     if viol is None and _small(q, k, v, mask):
         decoy = (torch.zeros(q.shape, dtype=q.dtype, device=q.device),
-                 torch.zeros(k.shape, dtype=k.dtype, device=k.device), _ramp(tuple(v.shape), v))
+                 torch.zeros(k.shape, dtype=k.dtype, device=k.device), _ramp(v))
         viol = output_survives_next_call(target.fn, out, decoy, kwargs, timeout)
     if viol is not None:
         msg = (f"{viol.message} (q {_describe_tensor(q)}, k {_describe_tensor(k)}, v {_describe_tensor(v)}, "
