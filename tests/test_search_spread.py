@@ -30,6 +30,9 @@ def test_a_plain_run_repeats_no_shape_past_the_limit(monkeypatch, name: str, n: 
     assert len(seen) == n
     assert max(Counter(seen).values()) <= limit
     assert len(set(seen)) >= n // limit
+    # and no row length (Nk for attention: the first entry for softmax, the second else)
+    lengths = Counter(s[1] if name.endswith("attention") else s[0] for s in seen)
+    assert max(lengths.values()) <= max(search.LENGTH_REPEATS, math.ceil(search.LENGTH_REPEAT_SHARE * n))
 
 
 def test_a_full_search_keeps_its_example_count_and_limits_its_plain_runs() -> None:
