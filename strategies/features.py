@@ -115,7 +115,9 @@ SOFTMAX_VALUE_KINDS = (
     "subnormal-output",
     "drift",
 )
-QK_VALUE_KINDS = ("normal", "uniform", "constant", "outliers", "cancellation")
+#: Q, K and V recipes (``seq-drift``: a trend along the sequence; ``slab-levels``: each (batch,
+#: head) at its own magnitude; see ``strategies.values``).
+QK_VALUE_KINDS = ("normal", "uniform", "constant", "outliers", "cancellation", "seq-drift", "slab-levels")
 #: K recipes only the absorption probe draws (see ``strategies.attention``).
 PROBE_K_VALUE_KINDS = ("key-spike",)
 #: V recipes only the absorption probe draws.

@@ -43,6 +43,19 @@ drift
     block (an online softmax rescales at every block, and a maximum taken over a prefix
     misses the peak by up to ``gap``), or stays in the first block (every later block's
     exponentials shrink).
+seq-drift
+    (Q, K and V of attention) ``offset + scale * N(0,1)`` plus a trend along the sequence
+    axis: every entry of position i gains ``gap * i / (n - 1)``.  In K, one query's scores
+    then rise (or fall, with the sign of the sum of its entries) from the first key to the
+    last, so its running maximum grows at every key block (the rescale of the accumulator by
+    ``exp(m_old - m_new)`` runs each time, with every size of step), or stays in the first;
+    in Q, the scores' size grows from one query tile to the next; in V, the values do.
+slab-levels
+    (Q, K and V of attention) ``level * (offset + scale * N(0,1))`` where each (batch, head)
+    slab draws its own ``level = 10**(-gap * U(0,1))`` (``gap`` decades): the slabs' scores,
+    row maxima and sums differ by orders of magnitude, so state a kernel carries from one
+    (batch, head) to the next (a persistent grid's running maximum) or a read of the wrong
+    slab shows.
 key-spike
     (K of attention only) ``offset + scale * N(0,1)``, and one key of every (batch, head),
     the first (``count`` 0), the last (``count`` 1) or either (``count`` 2: drawn for each
@@ -81,7 +94,7 @@ ALL_VALUE_KINDS = tuple(dict.fromkeys(SOFTMAX_VALUE_KINDS + V_VALUE_KINDS + PROB
 VERY_NEGATIVE_CEILING = -1.25e4
 
 #: Kinds whose ``scale`` is a spread around ``offset``: tiny/huge-scale features apply.
-SPREAD_KINDS = ("normal", "uniform", "ties", "dominant", "outliers", "drift")
+SPREAD_KINDS = ("normal", "uniform", "ties", "dominant", "outliers", "drift", "seq-drift", "slab-levels")
 
 
 @dataclass(frozen=True)
@@ -131,8 +144,10 @@ class ValueRecipe:
             return f"dominant(scale={num(self.scale)}{off}, gap={num(self.gap)})"
         if k == "outliers":
             return f"outliers(scale={num(self.scale)}{off}, std={num(self.gap)}, rate={num(self.rate)})"
-        if k == "drift":
-            return f"drift(scale={num(self.scale)}{off}, rise={num(self.gap)})"
+        if k in ("drift", "seq-drift"):
+            return f"{k}(scale={num(self.scale)}{off}, rise={num(self.gap)})"
+        if k == "slab-levels":
+            return f"slab-levels(scale={num(self.scale)}{off}, decades={num(self.gap)})"
         if k == "key-spike":
             at = ("first", "last", "either")[min(self.count, 2)]
             return f"key-spike(scale={num(self.scale)}{off}, gap={num(self.gap)}, at={at})"
@@ -242,6 +257,16 @@ class ValueRecipe:
             # Division and multiplication only: bit-exact on every CPU (see strategies._rng).
             trend = self.gap * (np.arange(n, dtype=np.float64) / max(n - 1, 1))
             return self.offset + self.scale * rng.standard_normal(shape) + trend
+        if k == "slab-levels":
+            # The level first: it is the slab's (every slab has its own stream).
+            level = 10.0 ** (-self.gap * rng.random())
+            return level * (self.offset + self.scale * rng.standard_normal(shape))
+        if k == "seq-drift":
+            if len(shape) < 2:
+                raise AssertionError("seq-drift draws a Q, K or V tensor: shape (..., positions, head_dim)")
+            steps = shape[-2]
+            trend = self.gap * (np.arange(steps, dtype=np.float64) / max(steps - 1, 1))
+            return self.offset + self.scale * rng.standard_normal(shape) + trend[:, None]
         raise AssertionError(k)
 
 
@@ -349,9 +374,15 @@ def value_recipes(
 #: other entries' weights exp(-gap) land at every scale a kernel may cut at, from a sizeable
 #: share (2) through the 16-bit and float32 roundoffs (10: 4.5e-5; 15: 3.1e-7; 20: 2.1e-9)
 #: to underflow (1e3, 1e4).  A kernel that drops terms below a fixed threshold is wrong
-#: only where many of them sit just under it.
+#: only where many of them sit just under it, so a dominant margin is a rung times one of
+#: ``_GAP_STEPS`` (2**(j/8), j < 8): from 2 to 110, margins that can be drawn lie at most 1.37x
+#: apart (at most 1.09x from 5 on), whichever threshold a kernel cuts at.  The rung itself
+#: comes first (the draw shrinks to it).
 _GAPS = (20.0, 100.0, 1e3, 1e4, 2.0, 5.0, 10.0, 15.0, 30.0, 60.0)
+_GAP_STEPS = tuple(2.0 ** (j / 8) for j in range(8))
 _OUTLIER_STDS = (10.0, 100.0)
+#: Slab levels span 1 to this many decades.
+SLAB_LEVEL_DECADES = 4
 _OUTLIER_RATES = (0.001, 0.01, 0.1)
 
 
@@ -381,11 +412,14 @@ def _interpret(fmt: FloatFormat, limit: float, kind: str, a: float, b: float, p:
     if kind == "ties":
         return ValueRecipe(kind, scale=a, offset=b, count=2 + p % 7)
     if kind == "dominant":
-        return ValueRecipe(kind, scale=a, offset=b, gap=min(_GAPS[p % len(_GAPS)], limit))
+        rung, step = _GAPS[p % len(_GAPS)], _GAP_STEPS[(p // len(_GAPS)) % len(_GAP_STEPS)]
+        return ValueRecipe(kind, scale=a, offset=b, gap=min(float(f"{rung * step:.4g}"), limit))
     if kind == "outliers":
         std, rate = _OUTLIER_STDS[p % 2], _OUTLIER_RATES[(p // 2) % 3]
         return ValueRecipe(kind, scale=a, offset=b, gap=std, rate=rate)
-    if kind == "drift":
+    if kind == "slab-levels":
+        return ValueRecipe(kind, scale=a, offset=b, gap=float(1 + p % SLAB_LEVEL_DECADES))
+    if kind in ("drift", "seq-drift"):
         rise = min(_GAPS[p % len(_GAPS)], limit)
         return ValueRecipe(kind, scale=a, offset=b, gap=-rise if (p // len(_GAPS)) % 2 else rise)
     if kind == "cancellation":

@@ -415,6 +415,29 @@ def test_ties_and_dominant_and_outliers() -> None:
     assert np.abs(out).max() >= 100.0
 
 
+def test_dominant_margins_leave_no_wide_hole_between_2_and_110() -> None:
+    """A kernel that drops terms below a fixed cut-off is wrong where many sit just under it:
+    the margins a dominant recipe can take must not step over any cut-off by much."""
+    from strategies.values import _interpret
+
+    gaps = sorted({_interpret(FORMATS["float32"], 1e30, "dominant", 1.0, 0.0, p).gap for p in range(256)})
+    band = [g for g in gaps if 2.0 <= g <= 110.0]
+    assert band[0] == 2.0 and band[-1] > 105.0
+    assert max(b / a for a, b in zip(band, band[1:])) < 1.37
+    assert max(b / a for a, b in zip(band, band[1:]) if a >= 5.0) < 1.1
+    assert _interpret(FORMATS["float32"], 1e30, "dominant", 1.0, 0.0, 0).gap == 20.0  # shrinks to a rung
+
+
+def test_seq_drift_rises_along_the_sequence_axis() -> None:
+    rng = np.random.default_rng(0)
+    x = ValueRecipe("seq-drift", scale=0.0, offset=1.0, gap=10.0).sample(rng, (5, 3), FORMATS["float32"], 1e30)
+    assert x.tolist() == [[1.0 + 2.5 * i] * 3 for i in range(5)]
+    falling = ValueRecipe("seq-drift", scale=0.0, gap=-4.0).sample(rng, (2, 1, 3, 2), FORMATS["float32"], 1e30)
+    assert falling[1, 0, :, 0].tolist() == [0.0, -2.0, -4.0]
+    with pytest.raises(AssertionError, match="seq-drift draws a Q, K or V tensor"):
+        ValueRecipe("seq-drift", gap=1.0).sample(rng, (4,), FORMATS["float32"], 1e30)
+
+
 def test_cancellation_is_a_few_ulps_around_a_large_offset() -> None:
     x = _rows(ValueRecipe("cancellation", scale=1e-2, offset=3e4), "float32")
     assert (np.abs(x - 3e4) < 0.1).all() and len(np.unique(x)) > 4
