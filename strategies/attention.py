@@ -111,8 +111,11 @@ LONG_KEY_QK_SPREAD = (2.0, 4.0)
 #: ``PROBE_ODDS`` has up to ``MID_KEYS_MAX`` keys (with few queries and heads, any mask,
 #: values and specials), one more has up to ``MANY_HEADS_MAX_BATCH`` x
 #: ``MANY_HEADS_MAX_KV_HEADS`` x ``MANY_HEADS_MAX_GROUP`` (batch, head) pairs of short
-#: sequences.  Tiling bugs past a few key blocks, and per-program state that leaks across
-#: (batch, head) pairs of a persistent grid, show only there.
+#: sequences, ``MANY_HEADS_MAX_PAIRS`` at most.  Tiling bugs past a few key blocks, and
+#: per-program state that leaks across (batch, head) pairs of a persistent grid, show only
+#: there.  A persistent grid has a program or two a SM (108 to 170 SMs on current data-centre
+#: GPUs), so the probe's simplest case has 256 pairs: every program takes a second one.  With
+#: 4 x 8 x 8 at most (32 in the simplest case), none of 300 examples had more than 132 (2026-11-30).
 PROBE_ODDS = 10
 #: The absorption probe (one example in ``PROBE_ODDS`` more, with at least this many keys
 #: where the size profile allows them): Q = 1 and K = 0 but for the first or the last key of
@@ -144,11 +147,16 @@ ATTENTION_PROBES = ("zero-scale", "absorption", "many-heads", "mid-keys", "index
 #: The value of the probe draw that takes each of the last three.
 _PROBE_DRAWS = {"mid-keys": PROBE_ODDS - 1, "many-heads": PROBE_ODDS - 2, "absorption": PROBE_ODDS - 3}
 MID_KEYS_MAX = 4097
+#: A decode step (see ``_sequence_lengths``): at most this many queries (one, or a few as
+#: speculative decoding verifies), and up to this many times ``max_seq`` keys.
+DECODE_MAX_QUERIES = 4
+DECODE_KEYS_FACTOR = 8
 MID_KEYS_MAX_QUERIES = 16
 MID_KEYS_MAX_HEAD_DIM = 64
-MANY_HEADS_MAX_BATCH = 4
-MANY_HEADS_MAX_KV_HEADS = 8
+MANY_HEADS_MAX_BATCH = 8
+MANY_HEADS_MAX_KV_HEADS = 32
 MANY_HEADS_MAX_GROUP = 8
+MANY_HEADS_MAX_PAIRS = 320
 MANY_HEADS_MAX_SEQ = 16
 
 
@@ -540,6 +548,7 @@ class _AttentionConfig:
     mask_layouts: tuple[str, ...] = MASK_LAYOUTS
     index_lengths: tuple[int, ...] = ()  # rare key lengths past max_seq (lengths.INDEX_WIDTH_LENGTHS)
     mid_keys_max: int = 0  # rare key lengths in (max_seq, mid_keys_max]; 0: none
+    decode_max_keys: int = 0  # most keys of a decode step (see _sequence_lengths); at least max_seq
     many_heads: bool = False  # rare cases with many (batch, head) pairs
     absorption: bool = False  # rare absorption probes (see ABSORPTION_MIN_KEYS)
     probe: str | None = None  # every case is this probe (ATTENTION_PROBES)
@@ -702,6 +711,7 @@ def _attention_config(dtypes, caps, max_seq, max_batch, max_heads, head_dims, sp
         layout_alignment=caps.layout_alignment,
         index_lengths=index_width_lengths(lo, caps.max_length, hi) if index_widths else (),
         mid_keys_max=min(MID_KEYS_MAX, caps.max_length or MID_KEYS_MAX) if probes else 0,
+        decode_max_keys=min(hi * DECODE_KEYS_FACTOR, caps.max_length or hi * DECODE_KEYS_FACTOR) if probes else hi,
         many_heads=probes,
         absorption=probes,
         probe=probe,
@@ -793,9 +803,30 @@ def _absorption_recipes(fmt: FloatFormat, head_dim: int, block: int,
     return ValueRecipe("constant", offset=1.0), ValueRecipe("key-spike", scale=0.0, gap=gap, count=2)
 
 
-def _sequence_lengths(draw: st.DrawFn, lo: int, hi: int) -> tuple[int, int]:
-    """(Nq, Nk): equal, independent, or one far past the other (each a third of the time;
-    shrinks to equal).
+#: The many-heads probe's Q at slab levels: the top level's scores spread about this much,
+#: the bottom one's SLAB_LEVELS_DECADES decades less, so that row maxima differ by tens to
+#: thousands from one (batch, head) to another while every score stays well-conditioned.
+SLAB_LEVELS_TOP_SCORE = 1000.0
+SLAB_LEVELS_DECADES = 3.0
+
+
+def _slab_levels_recipe(k: ValueRecipe, head_dim: int, scale: float, qk_bound: float) -> ValueRecipe | None:
+    """Q of the many-heads probe: ``slab-levels`` with the spread that gives its top slabs
+    scores of about ``SLAB_LEVELS_TOP_SCORE`` against this K (None where no Q can: a zero
+    scale, or K all zeros).  A kernel whose programs carry their running maximum from one
+    (batch, head) to the next underflows every row of a lower slab after a higher one; one
+    that resets it, but not its sum or accumulator, mixes slabs whose outputs differ."""
+    k_rms = math.hypot(k.spread(), k.offset)
+    if scale == 0.0 or k_rms == 0.0:
+        return None
+    spread = SLAB_LEVELS_TOP_SCORE / (abs(scale) * math.sqrt(head_dim) * k_rms)
+    spread = float(f"{min(spread, qk_bound / 8.0):.3g}")
+    return ValueRecipe("slab-levels", scale=spread, gap=SLAB_LEVELS_DECADES)
+
+
+def _sequence_lengths(draw: st.DrawFn, lo: int, hi: int, decode_hi: int) -> tuple[int, int]:
+    """(Nq, Nk): equal, independent, one far past the other, or a decode step (each a quarter
+    of the time; shrinks to equal).
 
     Under top-left causal, query rows past Nk see every key and the first rows see few: a
     kernel that decides per query tile (skip a tile that starts past the last key, stop at
@@ -803,13 +834,24 @@ def _sequence_lengths(draw: st.DrawFn, lo: int, hi: int) -> tuple[int, int]:
     independent lengths rarely give (13 of 600 causal examples had Nq >= Nk + 64).  So the
     third kind draws the shorter length from the lowest quarter of the range and the longer
     one at least 16 past it.
+
+    The fourth is a decode step: at most ``DECODE_MAX_QUERIES`` queries against up to
+    ``decode_hi`` keys (``DECODE_KEYS_FACTOR`` times ``hi``: the work is Nq * Nk, so the keys
+    may run that much longer).  Kernels take another path there (split-KV "flash decoding":
+    the keys cut into splits whose partial results are merged), which ordinary shapes never
+    reach: independent lengths gave Nq = 1 in 9 of 300 examples, none with more than 128 keys.
     """
     seq_k = draw(lengths(lo, hi))
-    relation = draw(st.integers(0, 2))
+    relation = draw(st.integers(0, 3))
     if relation == 0:
         return seq_k, seq_k
     if relation == 1:
         return draw(lengths(lo, hi)), seq_k
+    if relation == 3:
+        # One query (the shortest allowed) half the time, else up to DECODE_MAX_QUERIES.
+        few = draw(st.booleans())
+        seq_q = draw(lengths(lo, max(lo, min(hi, DECODE_MAX_QUERIES)))) if few else lo
+        return seq_q, draw(lengths(lo, decode_hi))
     short = draw(lengths(lo, max(lo, hi // 4)))
     far = draw(lengths(min(hi, short + 16), hi))
     return (far, short) if draw(st.booleans()) else (short, far)
@@ -821,9 +863,14 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
     batch = draw(st.integers(1, c.max_batch))
     heads_kv = draw(st.integers(1, c.max_heads))
     group = draw(st.integers(1, c.max_heads // heads_kv)) if c.gqa else 1
-    seq_q, seq_k = _sequence_lengths(draw, c.min_seq, c.max_seq)
+    seq_q, seq_k = _sequence_lengths(draw, c.min_seq, c.max_seq, max(c.decode_max_keys, c.max_seq))
     head_dim = _draw_head_dim(draw, c.head_dims)
+    if seq_k > c.max_seq:
+        # A decode step's long keys: head dims as the mid-keys probe's (the exact fallback's
+        # work per output grows with Nk * D).
+        head_dim = _small_head_dim(head_dim, c.head_dims, MID_KEYS_MAX_HEAD_DIM)
     probe = draw(st.integers(0, PROBE_ODDS - 1))  # shrinks to 0: no probe
+    levels = False
     if c.probe is not None:
         probe = _PROBE_DRAWS.get(c.probe, 0)
     absorb = probe == PROBE_ODDS - 3 and c.absorption and c.max_seq >= ABSORPTION_MIN_KEYS
@@ -842,10 +889,13 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         head_dim = _small_head_dim(head_dim, c.head_dims, MID_KEYS_MAX_HEAD_DIM)
     elif probe == PROBE_ODDS - 2 and c.many_heads:
         # Many (batch, head) pairs: a persistent grid's programs each take several.  The
-        # most batches and K/V heads first: the probe's simplest case has the most pairs.
+        # most batches and K/V heads first: the probe's simplest case has the most pairs,
+        # and Q at slab levels (see _slab_levels_recipe).
+        levels = draw(st.integers(0, 1)) == 0
         batch = largest_first(draw, 1, MANY_HEADS_MAX_BATCH)
         heads_kv = largest_first(draw, 1, MANY_HEADS_MAX_KV_HEADS)
         group = draw(st.integers(1, MANY_HEADS_MAX_GROUP)) if c.gqa else 1
+        group = max(1, min(group, MANY_HEADS_MAX_PAIRS // (batch * heads_kv)))
         seq_k = min(seq_k, MANY_HEADS_MAX_SEQ)
         seq_q = min(seq_q, MANY_HEADS_MAX_SEQ)
         head_dim = _small_head_dim(head_dim, c.head_dims, LONG_KEY_MAX_HEAD_DIM)
@@ -865,7 +915,7 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
 
     causal = draw(st.booleans()) if c.causal else False
     if causal and c.causal_square_only:
-        seq_q = seq_k
+        seq_q = seq_k = min(seq_k, c.max_seq)  # a decode step's keys are past max_seq
     mask, mask_shape, mask_layout = None, "qk", "contiguous"
     if c.bool_mask:
         # Drawn even when it is then dropped, so that causal=True does not cost
@@ -891,6 +941,8 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
     q = draw(value_recipes(fmt, QK_VALUE_KINDS, qk_bound))
     k = draw(value_recipes(fmt, QK_VALUE_KINDS, qk_bound))
     v = draw(value_recipes(fmt, V_VALUE_KINDS, v_limit(fmt, seq_k)))
+    if levels:
+        q = _slab_levels_recipe(k, head_dim, effective, qk_bound) or q
 
     shapes = (
         ("q", (batch, heads_q, seq_q, head_dim)),

@@ -91,6 +91,7 @@ def test_the_simplest_case_of_a_forced_probe_is_its_strongest() -> None:
     assert s.batch * s.heads_kv >= 2 and s.v.offset > 0
     many = find(attention_cases(dtypes=("float16",), max_seq=MAX_SEQ, probe="many-heads"), lambda c: True, **first)
     assert (many.spec.batch, many.spec.heads_kv) == (A.MANY_HEADS_MAX_BATCH, A.MANY_HEADS_MAX_KV_HEADS)
+    assert many.spec.batch * many.spec.heads_q >= 256  # more pairs than any GPU has SMs
     assert "attn:many-heads" in many.features
     four = find(softmax_cases(probe="four-d"), lambda c: True, **first)
     assert four.spec.heads == S.MAX_HEADS and "shape:4d" in four.features

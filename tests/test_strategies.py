@@ -21,6 +21,7 @@ from hypothesis.errors import InvalidArgument, NoSuchExample
 from hypothesis.strategies import SearchStrategy
 
 import strategies as S
+from strategies.attention import DECODE_KEYS_FACTOR
 from strategies.lengths import INDEX_WIDTH_LENGTHS, index_width_length
 from strategies import (
     ATTENTION_FEATURES,
@@ -739,7 +740,9 @@ def test_absorption_probes_lose_many_roundings_to_a_low_precision_running_sum() 
 
 def test_attention_probes_reach_many_keys_and_many_heads_within_the_caps() -> None:
     """Past the size profile: a few thousand keys (many key blocks) with every other feature
-    still drawn, and many (batch, head) pairs; never past ``caps.max_length``."""
+    still drawn, many (batch, head) pairs, and decode steps (one query, up to
+    ``DECODE_KEYS_FACTOR`` times max_seq keys, the last 64 masked); never past
+    ``caps.max_length``, nor past max_seq with ``probes=False``."""
     cfg = settings(max_examples=2000, database=None, phases=[Phase.generate], derandomize=True)
     masked = find(attention_cases(dtypes=("float16",), max_seq=16, index_widths=False),
                   lambda c: 1024 < c.spec.seq_k <= 4097 and c.spec.mask is not None, settings=cfg)
@@ -747,6 +750,14 @@ def test_attention_probes_reach_many_keys_and_many_heads_within_the_caps() -> No
     many = find(attention_cases(dtypes=("float16",), max_seq=16, index_widths=False),
                 lambda c: c.spec.batch * c.spec.heads_q >= 64 and c.spec.heads_q > c.spec.heads_kv, settings=cfg)
     assert "attn:many-heads" in many.features and max(many.spec.seq_q, many.spec.seq_k) <= 16
+
+    def split_masked(c: AttentionCase) -> bool:  # a row whose last 64 keys are masked, not all of them
+        rows = None if c.spec.mask is None else c.spec.keep().reshape(-1, c.spec.seq_k)
+        return rows is not None and bool((rows.any(1) & ~rows[:, -64:].any(1)).any())
+
+    decode = find(attention_cases(dtypes=("float16",), max_seq=16, index_widths=False),
+                  lambda c: c.spec.seq_q == 1 and c.spec.seq_k > 100 and split_masked(c), settings=cfg)
+    assert decode.spec.seq_k <= 16 * DECODE_KEYS_FACTOR and "attn:decode" in decode.features
 
     @settings(max_examples=300, database=None, suppress_health_check=list(HealthCheck))
     @given(attention_cases(dtypes=("float16",), max_seq=16, caps=Capabilities(max_length=100)),
