@@ -90,8 +90,10 @@ def test_the_simplest_case_of_a_forced_probe_is_its_strongest() -> None:
     assert s.k == k  # the widest block B and f = 0.9: every kernel block of <= B keys drops the most
     assert s.batch * s.heads_kv >= 2 and s.v.offset > 0
     many = find(attention_cases(dtypes=("float16",), max_seq=MAX_SEQ, probe="many-heads"), lambda c: True, **first)
-    assert (many.spec.batch, many.spec.heads_kv) == (A.MANY_HEADS_MAX_BATCH, A.MANY_HEADS_MAX_KV_HEADS)
-    assert many.spec.batch * many.spec.heads_q >= 256  # more pairs than any GPU has SMs
+    s = many.spec
+    assert s.batch * s.heads_q == A.MANY_HEADS_MAX_PAIRS >= 256  # more pairs than any GPU has SMs
+    assert s.heads_q // s.heads_kv == A.MANY_HEADS_MAX_GROUP and s.heads_kv >= 2  # h // group != h % Hkv
+    assert s.q.kind == "slab-levels"
     assert "attn:many-heads" in many.features
     four = find(softmax_cases(probe="four-d"), lambda c: True, **first)
     assert four.spec.heads == S.MAX_HEADS and "shape:4d" in four.features
