@@ -89,9 +89,14 @@ MASK_SHAPES_BY_RANK = (("qk",), ("1qk", "hqk"), ("11qk", "b1qk", "1hqk", "bhqk")
 #: hold a checkerboard (as a cached causal mask sliced to ``[:Nq, :Nk]``); ``transposed``,
 #: column-major; ``expanded``, broadcast to (B, Hq, Nq, Nk) with zero strides.
 MASK_LAYOUTS = ("contiguous", "sliced", "transposed", "expanded")
-#: Key-padding masks also come with a singleton query axis: (B, 1, 1, Nk), and per head
-#: (B, Hq, 1, Nk), whose heads pad differently (a kernel that reads head 0's row for all is wrong).
+#: Masks over the keys alone also come with a singleton query axis: (B, 1, 1, Nk), and per head
+#: (B, Hq, 1, Nk), whose heads differ (a kernel that reads head 0's row for all is wrong).  Key
+#: padding, and the mask kinds whose first row is as good a key mask and differs across heads
+#: (KEY_MASK_KINDS): a kernel may take any (B, Hq, 1, Nk) mask for padding.  In three runs of
+#: 300 cases (seeds 1-3, 2026-11-30), key padding alone gave 7, 7 and 7 masks of that shape
+#: that differ across heads; these kinds gave 14, 14 and 0.
 QUERY_BROADCAST_SHAPES = ("b11k", "bh1k")
+KEY_MASK_KINDS = ("random", "fully-masked-row", "single-unmasked", "key-padding")
 MAX_SPECIALS = 3
 #: Long-key probes (see ``attention_cases``) keep the rest of the case small: at most this
 #: many queries, one batch, two K/V heads (four query heads with GQA) and head dims up to
@@ -234,8 +239,8 @@ class AttentionSpec:
             raise spec_error("attention spec", "write mask=None rather than a mask of kind 'none'")
         if self.mask_layout not in MASK_LAYOUTS:
             raise spec_error("attention spec", f"mask_layout must be one of {MASK_LAYOUTS}", self.mask_layout)
-        if self.mask_shape in QUERY_BROADCAST_SHAPES and (self.mask is None or self.mask.kind != "key-padding"):
-            raise spec_error("attention spec", f"mask_shape {self.mask_shape!r} is for key-padding masks only")
+        if self.mask_shape in QUERY_BROADCAST_SHAPES and (self.mask is None or self.mask.kind not in KEY_MASK_KINDS):
+            raise spec_error("attention spec", f"mask_shape {self.mask_shape!r} is for masks of kinds {KEY_MASK_KINDS} only")
         if any(s.tensor not in ("q", "k", "v") or len(s.index) != 4 for s in self.specials):
             raise spec_error("attention spec", "special entries need tensor 'q', 'k' or 'v' and a 4-d index")
         if not fmt.has_inf and any(s.kind == "+inf" for s in self.specials):
@@ -865,9 +870,9 @@ def _slab_levels_recipe(k: ValueRecipe, head_dim: int, scale: float, qk_bound: f
     return ValueRecipe("slab-levels", scale=spread, gap=SLAB_LEVELS_DECADES)
 
 
-def _sequence_lengths(draw: st.DrawFn, lo: int, hi: int, decode_hi: int) -> tuple[int, int]:
-    """(Nq, Nk): equal, independent, one far past the other, or a decode step (each a quarter
-    of the time; shrinks to equal).
+def _sequence_lengths(draw: st.DrawFn, lo: int, hi: int, decode_hi: int) -> tuple[int, int, bool]:
+    """(Nq, Nk, decode): equal, independent, one far past the other, or a decode step (each a
+    quarter of the time; shrinks to equal).
 
     Under top-left causal, query rows past Nk see every key and the first rows see few: a
     kernel that decides per query tile (skip a tile that starts past the last key, stop at
@@ -881,21 +886,24 @@ def _sequence_lengths(draw: st.DrawFn, lo: int, hi: int, decode_hi: int) -> tupl
     may run that much longer).  Kernels take another path there (split-KV "flash decoding":
     the keys cut into splits whose partial results are merged), which ordinary shapes never
     reach: independent lengths gave Nq = 1 in 9 of 300 examples, none with more than 128 keys.
+    A decode step takes no causal flag: top-left, it would show its queries the first few keys
+    only (a decode step's causal mask is bottom-right: the mask recipe ``causal`` with offset
+    Nk - Nq draws it).
     """
     seq_k = draw(lengths(lo, hi))
     relation = draw(st.integers(0, 3))
     if relation == 0:
-        return seq_k, seq_k
+        return seq_k, seq_k, False
     if relation == 1:
-        return draw(lengths(lo, hi)), seq_k
+        return draw(lengths(lo, hi)), seq_k, False
     if relation == 3:
         # One query (the shortest allowed) half the time, else up to DECODE_MAX_QUERIES.
         few = draw(st.booleans())
         seq_q = draw(lengths(lo, max(lo, min(hi, DECODE_MAX_QUERIES)))) if few else lo
-        return seq_q, draw(lengths(lo, decode_hi))
+        return seq_q, draw(lengths(lo, decode_hi)), True
     short = draw(lengths(lo, max(lo, hi // 4)))
     far = draw(lengths(min(hi, short + 16), hi))
-    return (far, short) if draw(st.booleans()) else (short, far)
+    return ((far, short) if draw(st.booleans()) else (short, far)) + (False,)
 
 
 @st.composite
@@ -904,7 +912,7 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
     batch = draw(st.integers(1, c.max_batch))
     heads_kv = draw(st.integers(1, c.max_heads))
     group = draw(st.integers(1, c.max_heads // heads_kv)) if c.gqa else 1
-    seq_q, seq_k = _sequence_lengths(draw, c.min_seq, c.max_seq, max(c.decode_max_keys, c.max_seq))
+    seq_q, seq_k, decode = _sequence_lengths(draw, c.min_seq, c.max_seq, max(c.decode_max_keys, c.max_seq))
     head_dim = _draw_head_dim(draw, c.head_dims)
     probe = draw(st.integers(0, PROBE_ODDS - 1))  # shrinks to 0: no probe
     levels = False
@@ -953,9 +961,9 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
     if c.probe is not None:
         wide = c.probe == "index-width"
 
-    causal = draw(st.booleans()) if c.causal else False
+    causal = draw(st.booleans()) and not decode if c.causal else False
     if causal and c.causal_square_only:
-        seq_q = seq_k = min(seq_k, c.max_seq)  # a decode step's keys are past max_seq
+        seq_q = seq_k = min(seq_k, c.max_seq)  # a mid-keys probe's keys are past max_seq
     mask, mask_shape, mask_layout = None, "qk", "contiguous"
     if c.bool_mask:
         # Drawn even when it is then dropped, so that causal=True does not cost
@@ -966,9 +974,9 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         mask = draw(mask_specs(seq_q, seq_k, MASK_KINDS[1:]))
         mask = mask if masked else None
         if mask is not None:
-            # The rank first (3-d masks are the rarest shape), and for key padding the shapes
+            # The rank first (3-d masks are the rarest shape), and for masks over keys the shapes
             # broadcast over queries as one more group: each group is then as likely.
-            groups = ((QUERY_BROADCAST_SHAPES,) if mask.kind == "key-padding" else ()) + MASK_SHAPES_BY_RANK
+            groups = ((QUERY_BROADCAST_SHAPES,) if mask.kind in KEY_MASK_KINDS else ()) + MASK_SHAPES_BY_RANK
             mask_shape = draw(st.sampled_from(draw(st.sampled_from(groups))))
         mask_layout = draw(st.sampled_from(c.mask_layouts))
         if causal and not c.causal_with_mask:

@@ -18,6 +18,7 @@ import pytest
 import torch
 from hypothesis import HealthCheck, Phase, assume, find, given, settings
 from hypothesis.errors import InvalidArgument, NoSuchExample
+from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 
 import strategies as S
@@ -825,6 +826,16 @@ def _share_beyond_judgement(seed: int) -> float:
 
     draw()
     return sum(hits) / len(hits)
+
+
+@checks(200)
+@given(st.data())
+def test_decode_steps_have_few_queries_and_many_keys(data: st.DataObject) -> None:
+    seq_q, seq_k, decode = data.draw(st.composite(lambda draw: attention_module._sequence_lengths(draw, 1, 16, 128))())
+    if decode:
+        assert seq_q <= attention_module.DECODE_MAX_QUERIES and seq_k <= 128
+    else:
+        assert max(seq_q, seq_k) <= 16
 
 
 def test_most_attention_cases_keep_their_scores_within_judgement(monkeypatch) -> None:
