@@ -95,6 +95,8 @@ def test_the_simplest_case_of_a_forced_probe_is_its_strongest() -> None:
     assert s.heads_q // s.heads_kv == A.MANY_HEADS_MAX_GROUP and s.heads_kv >= 2  # h // group != h % Hkv
     assert s.q.kind == "slab-levels"
     assert "attn:many-heads" in many.features
+    zero = find(attention_cases(dtypes=("float16",), max_seq=MAX_SEQ, probe="zero-scale"), lambda c: True, **first)
+    assert zero.spec.scale == 0.0 and zero.spec.seq_k >= A.ZERO_SCALE_MIN_KEYS  # one key: every scale agrees
     four = find(softmax_cases(probe="four-d"), lambda c: True, **first)
     assert four.spec.heads == S.MAX_HEADS and "shape:4d" in four.features
 
