@@ -52,7 +52,8 @@ seq-drift
     in Q, the scores' size grows from one query tile to the next; in V, the values do.
 slab-levels
     (Q, K and V of attention) ``level * (offset + scale * N(0,1))`` where each (batch, head)
-    slab draws its own ``level = 10**(-gap * U(0,1))`` (``gap`` decades): the slabs' scores,
+    slab draws its own level, from 1 down to about ``10**-gap`` (``gap`` decades, in whole
+    octaves times a mantissa in [1, 2)): the slabs' scores,
     row maxima and sums differ by orders of magnitude, so state a kernel carries from one
     (batch, head) to the next (a persistent grid's running maximum) or a read of the wrong
     slab shows.
@@ -258,8 +259,11 @@ class ValueRecipe:
             trend = self.gap * (np.arange(n, dtype=np.float64) / max(n - 1, 1))
             return self.offset + self.scale * rng.standard_normal(shape) + trend
         if k == "slab-levels":
-            # The level first: it is the slab's (every slab has its own stream).
-            level = 10.0 ** (-self.gap * rng.random())
+            # The level first: it is the slab's (every slab has its own stream).  A power of two
+            # times [1, 2), built with ldexp (exact): pow may differ in the last bit between
+            # CPUs, and a replay must not.
+            octaves = int(round(self.gap * _OCTAVES_PER_DECADE))
+            level = math.ldexp(1.0 + float(rng.random()), -1 - int(rng.integers(0, octaves + 1)))
             return level * (self.offset + self.scale * rng.standard_normal(shape))
         if k == "seq-drift":
             if len(shape) < 2:
@@ -381,9 +385,10 @@ def value_recipes(
 _GAPS = (20.0, 100.0, 1e3, 1e4, 2.0, 5.0, 10.0, 15.0, 30.0, 60.0)
 _GAP_STEPS = tuple(2.0 ** (j / 8) for j in range(8))
 _OUTLIER_STDS = (10.0, 100.0)
+_OUTLIER_RATES = (0.001, 0.01, 0.1)
 #: Slab levels span 1 to this many decades.
 SLAB_LEVEL_DECADES = 4
-_OUTLIER_RATES = (0.001, 0.01, 0.1)
+_OCTAVES_PER_DECADE = 10.0 / 3.0  # about log2(10)
 
 
 # Strategies are cached per argument tuple: building them afresh on every draw

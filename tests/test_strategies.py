@@ -442,6 +442,12 @@ def test_seq_drift_rises_along_the_sequence_axis() -> None:
         ValueRecipe("seq-drift", gap=1.0).sample(rng, (4,), FORMATS["float32"], 1e30)
 
 
+def test_slab_levels_put_each_slab_at_its_own_magnitude() -> None:
+    recipe = ValueRecipe("slab-levels", scale=1.0, gap=3.0)
+    peaks = [np.abs(recipe.sample(np.random.default_rng(i), (64, 4), FORMATS["float32"], 1e30)).max() for i in range(64)]
+    assert max(peaks) / min(peaks) > 100
+
+
 def test_cancellation_is_a_few_ulps_around_a_large_offset() -> None:
     x = _rows(ValueRecipe("cancellation", scale=1e-2, offset=3e4), "float32")
     assert (np.abs(x - 3e4) < 0.1).all() and len(np.unique(x)) > 4
