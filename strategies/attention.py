@@ -836,7 +836,10 @@ TAME_MARGIN = 1.0 / 8.0
 
 
 def _peak(r: ValueRecipe) -> float:
-    """A rough bound on the largest |entry| of a Q or K recipe (four spreads past the offset)."""
+    """A rough bound on the largest |entry| of a Q or K recipe: four spreads past the offset,
+    where outliers (always one at least) count with their own spread, ``gap`` times the scale."""
+    if r.kind == "outliers":
+        return abs(r.offset) + 4.0 * r.scale * (1.0 + r.gap)
     return abs(r.offset) + 4.0 * r.spread() + (abs(r.gap) if r.kind == "seq-drift" else 0.0)
 
 
