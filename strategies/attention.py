@@ -558,6 +558,7 @@ class _AttentionConfig:
     decode_max_keys: int = 0  # most keys of a decode step (see _sequence_lengths); at least max_seq
     roundoffs: dict = field(default_factory=dict)  # format name -> the target's (u_dot, u_c): _tamed_scale
     many_heads: bool = False  # rare cases with many (batch, head) pairs
+    many_heads_pairs: int = 0  # at most this many in such a case (MANY_HEADS_MAX_PAIRS by default)
     absorption: bool = False  # rare absorption probes (see ABSORPTION_MIN_KEYS)
     probe: str | None = None  # every case is this probe (ATTENTION_PROBES)
 
@@ -627,6 +628,7 @@ def attention_cases(
     index_widths: bool = True,
     probes: bool = True,
     probe: str | None = None,
+    many_heads_pairs: int = MANY_HEADS_MAX_PAIRS,
 ) -> SearchStrategy[AttentionCase]:
     """Attention inputs within the target's capabilities, rich in adversarial features.
 
@@ -662,9 +664,13 @@ def attention_cases(
     * ``probe``: one of ``ATTENTION_PROBES``: every case is that probe (the rest drawn as
       usual), so that a search can try each probe whatever its luck with the rare draws
       (``attention_probes`` lists those the other arguments allow).  None: drawn rarely.
+    * ``many_heads_pairs``: the most (batch, head) pairs of a many-heads probe, and its simplest
+      case (``MANY_HEADS_MAX_PAIRS``, past every GPU's SM count, by default).  Each pair is a
+      program of a Triton kernel, which the interpreter runs one after the other (~18 ms
+      each): the CPU size profile takes fewer.
     """
     config = _attention_config(dtypes, caps, max_seq, max_batch, max_heads, head_dims, special_values, index_widths,
-                               probes, probe)
+                               probes, probe, many_heads_pairs)
     check_probe(probe, config.unavailable_probes(), ATTENTION_PROBES)
     return _attention_cases(config)
 
@@ -676,8 +682,9 @@ def attention_probes(**kwargs: Any) -> tuple[str, ...]:
 
 
 def _attention_config(dtypes, caps, max_seq, max_batch, max_heads, head_dims, special_values,
-                      index_widths, probes, probe) -> "_AttentionConfig":
+                      index_widths, probes, probe, many_heads_pairs=MANY_HEADS_MAX_PAIRS) -> "_AttentionConfig":
     """attention_cases' arguments checked and resolved (see there)."""
+    check_positive_int(many_heads_pairs, "many_heads_pairs")
     caps = check_caps(caps)
     formats = resolve_dtypes(dtypes, caps)
     lo, hi = length_bounds(max_seq, "max_seq", caps)
@@ -701,6 +708,7 @@ def _attention_config(dtypes, caps, max_seq, max_batch, max_heads, head_dims, sp
             index_widths=index_widths,
             probes=probes,
             probe=probe,
+            many_heads_pairs=many_heads_pairs,
         ),
         formats=formats,
         min_seq=lo,
@@ -722,6 +730,7 @@ def _attention_config(dtypes, caps, max_seq, max_batch, max_heads, head_dims, sp
         decode_max_keys=min(hi * DECODE_KEYS_FACTOR, caps.max_length or hi * DECODE_KEYS_FACTOR) if probes else hi,
         roundoffs={f.name: _score_roundoffs(f, caps) for f in formats},
         many_heads=probes,
+        many_heads_pairs=many_heads_pairs,
         absorption=probes,
         probe=probe,
     )
@@ -950,7 +959,7 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         # query heads, more than the size profiles give.
         group = largest_first(draw, 1, MANY_HEADS_MAX_GROUP) if c.gqa else 1
         heads_kv = largest_first(draw, 1, MANY_HEADS_MAX_KV_HEADS)
-        heads_kv = max(1, min(heads_kv, MANY_HEADS_MAX_PAIRS // (batch * group)))
+        heads_kv = max(1, min(heads_kv, c.many_heads_pairs // (batch * group)))
         seq_k = min(seq_k, MANY_HEADS_MAX_SEQ)
         seq_q = min(seq_q, MANY_HEADS_MAX_SEQ)
         head_dim = _small_head_dim(head_dim, c.head_dims, LONG_KEY_MAX_HEAD_DIM)

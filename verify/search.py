@@ -72,6 +72,11 @@ class SizeProfile:
     head_dims: tuple[int, ...] | None = None
     #: Longest key sequence the strategy's rare probes may draw (None: as the target allows).
     attention_probe_max_seq: int | None = None
+    #: Most (batch, head) pairs of the many-heads probe.  On the CPU, Triton kernels run under the
+    #: interpreter, one program (one pair) after another: 256 pairs took 4.6 s a call, twice with
+    #: the output-reuse check, and the main job's interpreted mutants ran out of budget in that
+    #: probe (2026-11-30).  The GPU profile takes 256, past every GPU's SM count.
+    attention_many_heads_pairs: int = 64
 
     def for_dtype(self, dtype: str) -> "SizeProfile":
         # float64 targets need the mpmath path for every row: keep those cases small.
@@ -82,7 +87,8 @@ class SizeProfile:
                                tuple(d for d in (self.head_dims or (1, 2, 3, 8, 16, 24, 40)) if d <= 40),
                                # Longer probes (16-bit index widths, thousands of keys) would
                                # exceed the exact fallback's work limit and go unmeasured.
-                               attention_probe_max_seq=256)
+                               attention_probe_max_seq=256,
+                               attention_many_heads_pairs=self.attention_many_heads_pairs)
         return self
 
 
@@ -92,7 +98,8 @@ PROFILES = {
     # profile draws from a short list that still holds non-powers of two and the extremes
     # (512 only for the targets whose head_dim_max allows it).
     "gpu": SizeProfile(softmax_max_length=20_000, softmax_max_rows=16, attention_max_seq=1024,
-                       attention_max_batch=2, attention_max_heads=8, head_dims=(16, 40, 64, 72, 128, 256, 512)),
+                       attention_max_batch=2, attention_max_heads=8, head_dims=(16, 40, 64, 72, 128, 256, 512),
+                       attention_many_heads_pairs=256),
 }
 
 
@@ -216,7 +223,7 @@ def _strategy_args(target: Target, dtype: str, opts: CheckOptions) -> dict[str, 
     if prof.attention_probe_max_seq is not None:
         caps = caps.with_(max_length=min(caps.max_length or prof.attention_probe_max_seq, prof.attention_probe_max_seq))
     return dict(dtypes=(dtype,), caps=caps, max_seq=prof.attention_max_seq, max_batch=prof.attention_max_batch,
-                max_heads=prof.attention_max_heads, head_dims=dims)
+                max_heads=prof.attention_max_heads, head_dims=dims, many_heads_pairs=prof.attention_many_heads_pairs)
 
 
 #: Per op: the strategy, and the function listing the probes its arguments allow.
