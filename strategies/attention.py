@@ -555,7 +555,7 @@ class _AttentionConfig:
     mask_layouts: tuple[str, ...] = MASK_LAYOUTS
     index_lengths: tuple[int, ...] = ()  # rare key lengths past max_seq (lengths.INDEX_WIDTH_LENGTHS)
     mid_keys_max: int = 0  # rare key lengths in (max_seq, mid_keys_max]; 0: none
-    decode_max_keys: int = 0  # most keys of a decode step (see _sequence_lengths); at least max_seq
+    decode_max_keys: int = 0  # most keys of a decode step (see _sequence_lengths); max_seq without probes
     roundoffs: dict = field(default_factory=dict)  # format name -> the target's (u_dot, u_c): _tamed_scale
     many_heads: bool = False  # rare cases with many (batch, head) pairs
     many_heads_pairs: int = 0  # at most this many in such a case (MANY_HEADS_MAX_PAIRS by default)
@@ -928,7 +928,7 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
     batch = draw(st.integers(1, c.max_batch))
     heads_kv = draw(st.integers(1, c.max_heads))
     group = draw(st.integers(1, c.max_heads // heads_kv)) if c.gqa else 1
-    seq_q, seq_k, decode = _sequence_lengths(draw, c.min_seq, c.max_seq, max(c.decode_max_keys, c.max_seq))
+    seq_q, seq_k, decode = _sequence_lengths(draw, c.min_seq, c.max_seq, c.decode_max_keys)
     head_dim = _draw_head_dim(draw, c.head_dims)
     probe = draw(st.integers(0, PROBE_ODDS - 1))  # shrinks to 0: no probe
     levels = False

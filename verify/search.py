@@ -442,7 +442,7 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
         # Probes force their shapes, and the climb varies the values of its best shape.
         limited = probe is None and not climb
         state["repeat_limit"] = max(SHAPE_REPEATS, math.ceil(SHAPE_REPEAT_SHARE * max_examples)) if limited else None
-        state["length_limit"] = max(LENGTH_REPEATS, math.ceil(LENGTH_REPEAT_SHARE * max_examples))
+        state["length_limit"] = max(LENGTH_REPEATS, math.ceil(LENGTH_REPEAT_SHARE * max_examples)) if limited else None
         try:
             with with_reporter(lambda _text: None):  # we print our own, shorter, report
                 test()
