@@ -13,21 +13,28 @@ from kernels.registry import get_target
 from verify import search
 
 
-def _shapes(name: str, dtype: str, opts: search.CheckOptions) -> list[tuple]:
-    seen: list[tuple] = []
-    with search.observing_cases(before=lambda case: seen.append(search.shape_signature(case))):
+def _cases(name: str, dtype: str, opts: search.CheckOptions) -> list:
+    seen: list = []
+    with search.observing_cases(before=seen.append):
         cell = search.check_cell(get_target(name), dtype, opts)
     assert cell.status == "passed", cell.violation
     return seen
+
+
+def _shapes(name: str, dtype: str, opts: search.CheckOptions) -> list[tuple]:
+    return [search.shape_signature(case) for case in _cases(name, dtype, opts)]
 
 
 @pytest.mark.parametrize(("name", "n"), [("ref-online-softmax", 120), ("ref-blocked-attention", 60)])
 def test_a_plain_run_repeats_no_shape_past_the_limit(monkeypatch, name: str, n: int) -> None:
     monkeypatch.setattr(search, "TARGET_SHARE", 0.0)  # one plain run: no probe round, no climb
     opts = search.CheckOptions(max_examples=n, seed=5, probe_examples=0, shrink=False, compare_naive=False)
-    seen = _shapes(name, "float32", opts)
+    cases = _cases(name, "float32", opts)
+    seen = [search.shape_signature(case) for case in cases]
     limit = max(search.SHAPE_REPEATS, math.ceil(search.SHAPE_REPEAT_SHARE * n))
     assert len(seen) == n
+    # Hypothesis's mutations of an example keep its seed: each seed comes once
+    assert max(Counter(case.spec.seed for case in cases).values()) <= search.SEED_REPEATS
     assert max(Counter(seen).values()) <= limit
     assert len(set(seen)) >= n // limit
     # and no row length (Nk for attention: the first entry for softmax, the second else)
@@ -58,3 +65,27 @@ def test_shape_signatures_name_lengths_causality_and_mask_kind() -> None:
                          mask=MaskSpec("key-padding", pads=(2,)))
     assert search.shape_signature(AttentionCase(spec)) == (5, 9, True, "key-padding")
     assert search.shape_signature(SoftmaxCase(SoftmaxSpec(dtype="float32", rows=3, length=17))) == (17, "none")
+
+
+def test_many_heads_pairs_follow_the_measured_speed_within_the_floor_and_the_cap() -> None:
+    cap = search.strategies.attention.MANY_HEADS_MAX_PAIRS
+    # 1,000 tiles in 0.1 s: 1e-4 s a tile, so a 1 s allowance affords 10,000 pairs: the cap
+    assert search.many_heads_pairs(64, 0.1, 1000, None) == cap
+    # 50 ms a tile (an interpreted kernel): 20 pairs in 1 s, so the floor
+    assert search.many_heads_pairs(64, 50.0, 1000, None) == 64
+    # with a budget, MANY_HEADS_SHARE of it: 10 s -> 1 s -> 200 pairs at 5 ms a tile
+    assert search.many_heads_pairs(64, 5.0, 1000, 10.0) == int(search.MANY_HEADS_SHARE * 10.0 / 5e-3)
+    # nothing measured yet: the floor
+    assert search.many_heads_pairs(64, 0.0, 0, None) == 64
+
+
+@pytest.mark.parametrize(("seconds", "pairs"), [(1e6, 256), (1e-9, 64)])
+def test_the_probe_round_sizes_the_many_heads_probe_by_the_targets_speed(monkeypatch, seconds: float,
+                                                                         pairs: int) -> None:
+    # A fast target gets MANY_HEADS_MAX_PAIRS on the CPU profile, a slow one the profile's 64:
+    # the allowance stands in for the speed.
+    monkeypatch.setattr(search, "MANY_HEADS_SECONDS", seconds)
+    opts = search.CheckOptions(max_examples=30, seed=3, shrink=False, compare_naive=False)
+    assert search.PROFILES["cpu"].attention_many_heads_pairs == 64
+    cases = _cases("ref-blocked-attention", "float16", opts)
+    assert max(case.spec.batch * case.spec.heads_q for case in cases) == pairs

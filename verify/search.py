@@ -7,8 +7,8 @@ Hypothesis shrinks it to a minimal counterexample, which is saved as a
 replayable artifact.  ``hypothesis.event`` marks each adversarial feature;
 ``hypothesis.target`` steers the last part of the search (``TARGET_SHARE``) towards the
 largest error/tolerance; before it, no shape is repeated more than a few times
-(``SHAPE_REPEATS``), nor any row length (``LENGTH_REPEATS``), so that the examples spread
-over many shapes.
+(``SHAPE_REPEATS``), nor any row length (``LENGTH_REPEATS``), nor any spec seed
+(``SEED_REPEATS``), so that the examples spread over many shapes and draws.
 """
 
 from __future__ import annotations
@@ -58,6 +58,22 @@ SHAPE_REPEAT_SHARE = 0.02
 #: (seeds 1-3, 2026-11-30).
 LENGTH_REPEATS = 4
 LENGTH_REPEAT_SHARE = 0.03
+#: Examples of one spec seed at most in a plain run.  Hypothesis follows each new example with up
+#: to five mutations of it (copies of one part of it into another), which keep most of its
+#: choices, the seed among them: a 100-example float16 attention cell (seed 1, 2026-11-30) held
+#: 44 distinct seeds, and whether a case had a mask came in runs of up to 16 alike; with the
+#: limit, 85 (and 87 at seed 2).  The rejected draws cost time: 100-example cells made 370-430
+#: calls instead of 155-180, 2.2 s -> 3.7 s for a plain PyTorch softmax and 9.7 s -> 11.7 s for
+#: attention (seeds 1-2).
+SEED_REPEATS = 1
+#: After the first part of a cell (PROBE_ROUND_AT), the many-heads probe takes as many (batch,
+#: head) pairs as the target's measured speed lets it finish in this share of the cell's budget,
+#: or in MANY_HEADS_SECONDS without one: MANY_HEADS_MAX_PAIRS at most, the size profile's count
+#: at least (see many_heads_pairs).
+MANY_HEADS_SHARE = 0.1
+MANY_HEADS_SECONDS = 1.0
+#: The cost unit of that estimate: a tile of this many queries by as many keys of one pair.
+COST_TILE = 16
 
 
 @dataclass(frozen=True)
@@ -72,10 +88,11 @@ class SizeProfile:
     head_dims: tuple[int, ...] | None = None
     #: Longest key sequence the strategy's rare probes may draw (None: as the target allows).
     attention_probe_max_seq: int | None = None
-    #: Most (batch, head) pairs of the many-heads probe.  On the CPU, Triton kernels run under the
-    #: interpreter, one program (one pair) after another: 256 pairs took 4.6 s a call, twice with
-    #: the output-reuse check, and the main job's interpreted mutants ran out of budget in that
-    #: probe (2026-11-30).  The GPU profile takes 256, past every GPU's SM count.
+    #: Most (batch, head) pairs of the many-heads probe before the target's speed is known, and the
+    #: least after (see many_heads_pairs).  On the CPU, Triton kernels run under the interpreter,
+    #: one program (one pair) after another: 256 pairs took 4.6 s a call, twice with the
+    #: output-reuse check, and the main job's interpreted mutants ran out of budget in that probe
+    #: (2026-11-30).  The GPU profile takes 256, past every GPU's SM count.
     attention_many_heads_pairs: int = 64
 
     def for_dtype(self, dtype: str) -> "SizeProfile":
@@ -210,8 +227,34 @@ class _ViolationFound(Exception):
         self.violation, self.case, self.outcome = violation, case, outcome
 
 
-def _strategy_args(target: Target, dtype: str, opts: CheckOptions) -> dict[str, Any]:
-    """The keyword arguments of the target's strategy (softmax_cases or attention_cases)."""
+def score_tiles(case) -> int:
+    """COST_TILE x COST_TILE tiles of an attention case's score matrices (B Hq of them): what a
+    tiled kernel's work, and an interpreted one's time, grow with.  0 for softmax cases."""
+    spec = case.spec
+    if not hasattr(spec, "seq_k"):
+        return 0
+    return spec.batch * spec.heads_q * math.ceil(spec.seq_q / COST_TILE) * math.ceil(spec.seq_k / COST_TILE)
+
+
+def many_heads_pairs(floor: int, target_seconds: float, tiles: int, budget_s: float | None) -> int:
+    """Pairs for the many-heads probe (each one score tile) from the target's speed so far,
+    ``target_seconds`` over ``tiles``: as many as fit in MANY_HEADS_SHARE of ``budget_s`` (or
+    MANY_HEADS_SECONDS without a budget), within [``floor``, MANY_HEADS_MAX_PAIRS].
+
+    A bug in a persistent loop over (batch, head) pairs shows only when some program gets a
+    second pair, i.e. past the GPU's SM count (132 on the H200): a plain PyTorch callable
+    checks 256 pairs in milliseconds, while a kernel under the Triton interpreter takes
+    ~18 ms a pair and keeps the size profile's count."""
+    if tiles <= 0 or target_seconds <= 0.0:
+        return floor
+    allowed = MANY_HEADS_SECONDS if budget_s is None else MANY_HEADS_SHARE * budget_s
+    affordable = int(allowed * tiles / target_seconds)
+    return max(floor, min(strategies.attention.MANY_HEADS_MAX_PAIRS, affordable))
+
+
+def _strategy_args(target: Target, dtype: str, opts: CheckOptions, pairs: int | None = None) -> dict[str, Any]:
+    """The keyword arguments of the target's strategy (softmax_cases or attention_cases);
+    ``pairs``: the many-heads probe's pair count, if not the size profile's."""
     prof = opts.profile.for_dtype(dtype)
     caps = target.caps
     if target.op == "softmax":
@@ -223,7 +266,8 @@ def _strategy_args(target: Target, dtype: str, opts: CheckOptions) -> dict[str, 
     if prof.attention_probe_max_seq is not None:
         caps = caps.with_(max_length=min(caps.max_length or prof.attention_probe_max_seq, prof.attention_probe_max_seq))
     return dict(dtypes=(dtype,), caps=caps, max_seq=prof.attention_max_seq, max_batch=prof.attention_max_batch,
-                max_heads=prof.attention_max_heads, head_dims=dims, many_heads_pairs=prof.attention_many_heads_pairs)
+                max_heads=prof.attention_max_heads, head_dims=dims,
+                many_heads_pairs=pairs or prof.attention_many_heads_pairs)
 
 
 #: Per op: the strategy, and the function listing the probes its arguments allow.
@@ -231,9 +275,9 @@ _STRATEGIES = {"softmax": (strategies.softmax_cases, strategies.softmax_probes),
                "attention": (strategies.attention_cases, strategies.attention_probes)}
 
 
-def _strategy(target: Target, dtype: str, opts: CheckOptions, probe: str | None = None):
+def _strategy(target: Target, dtype: str, opts: CheckOptions, probe: str | None = None, pairs: int | None = None):
     """The target's strategy; with ``probe``, every case is that probe."""
-    return _STRATEGIES[target.op][0](**_strategy_args(target, dtype, opts), probe=probe)
+    return _STRATEGIES[target.op][0](**_strategy_args(target, dtype, opts, pairs), probe=probe)
 
 
 def probe_round(target: Target, dtype: str, opts: CheckOptions) -> tuple[str, ...]:
@@ -344,13 +388,14 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
         return cell
 
     rng = random.Random(opts.seed)
-    state: dict[str, Any] = {"found": False, "worst": -1.0, "worst_case": None}
+    state: dict[str, Any] = {"found": False, "worst": -1.0, "worst_case": None, "tiles": 0, "pairs": None}
     start = time.perf_counter()
 
     def record(case, out: engine.CaseOutcome) -> None:
         ev = out.evaluation
         cell.examples += 1
         cell.target_seconds += out.seconds
+        state["tiles"] += score_tiles(case)
         cell.oracle_seconds += out.oracle_seconds
         cell.fallback_rows += out.fallback_rows
         cell.flushed += ev.flushed
@@ -390,13 +435,16 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
 
     shapes: Counter = Counter()
     lengths_seen: Counter = Counter()
+    seeds_seen: Counter = Counter()
 
     def property_holds(case) -> None:
         if not state["found"] and state["repeat_limit"] is not None:
-            signature, length = shape_signature(case), row_length(case)
-            assume(shapes[signature] < state["repeat_limit"] and lengths_seen[length] < state["length_limit"])
+            signature, length, seed = shape_signature(case), row_length(case), case.spec.seed
+            assume(shapes[signature] < state["repeat_limit"] and lengths_seen[length] < state["length_limit"]
+                   and seeds_seen[seed] < SEED_REPEATS)
             shapes[signature] += 1
             lengths_seen[length] += 1
+            seeds_seen[seed] += 1
         if not state["found"]:
             now = time.perf_counter()
             if opts.budget_s is not None and now - start > opts.budget_s:
@@ -431,7 +479,7 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
         ``climb``: with the target phase.  Shapes are limited (``SHAPE_REPEATS``) in plain runs."""
         # One database key per target, dtype and probe: replayed examples come from this search.
         test = _named_copy(property_holds, f"{target.name}|{fmt.name}|{probe or ''}")
-        test = given(case=_strategy(target, fmt.name, opts, probe))(test)
+        test = given(case=_strategy(target, fmt.name, opts, probe, state["pairs"]))(test)
         test = settings(max_examples=max_examples, deadline=None, database=database, derandomize=False,
                         report_multiple_bugs=False, print_blob=False,
                         phases=phases + ((Phase.target,) if climb else ()),
@@ -464,6 +512,9 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
         else:
             first = None if opts.budget_s is None else start + opts.budget_s * PROBE_ROUND_AT
             search(None, max(1, int(opts.max_examples * PROBE_ROUND_AT)), opts.seed, first)
+            if target.op == "attention":
+                state["pairs"] = many_heads_pairs(opts.profile.for_dtype(fmt.name).attention_many_heads_pairs,
+                                                  cell.target_seconds, state["tiles"], opts.budget_s)
             for probe in probes:
                 search(probe, opts.probe_examples, opts.seed)
             left = opts.max_examples - climbing - cell.examples
