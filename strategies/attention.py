@@ -124,6 +124,10 @@ LONG_KEY_QK_SPREAD = (2.0, 4.0)
 #: program takes a second one.  With 4 x 8 x 8 at most (32 in the simplest case), none of 300
 #: examples had more than 132 (2026-11-30).
 PROBE_ODDS = 10
+#: Lengths set equal to another dim (see _coincident_lengths): the (length, dim) pairs, and one
+#: case in COINCIDENCE_ODDS draws one of them (each pair one case in 48).
+COINCIDENCES = (("q", "batch"), ("q", "heads"), ("k", "batch"), ("k", "heads"), ("k", "head_dim"), ("q", "head_dim"))
+COINCIDENCE_ODDS = 8
 #: The absorption probe (one example in ``PROBE_ODDS`` more, with at least this many keys
 #: where the size profile allows them): Q = 1 and K = 0 but for the first or the last key of
 #: each of ``ABSORPTION_KV_HEADS`` heads (a kernel may walk its key blocks either way), which
@@ -642,7 +646,8 @@ def attention_cases(
       ``caps.noncontiguous=False`` keeps all three tensors contiguous; head dims
       stay within ``caps.head_dim_min/max`` and are multiples of ``head_dim_multiple``.
     * ``max_batch``, ``max_heads`` (Hq), ``max_seq`` bound the sizes, keeping a
-      high-precision reference cheap.
+      high-precision reference cheap.  About one case in ``COINCIDENCE_ODDS`` has Nq or Nk
+      equal to B, Hq or D, where a kernel that tells dims apart by size goes wrong.
     * ``head_dims``: the dims to draw from, smallest first; None uses
       ``INTERESTING_HEAD_DIMS`` within the caps limits.  A tier (``HEAD_DIM_TIERS``) is
       drawn first, then a dim in it, so that the largest dims are not starved.
@@ -922,6 +927,27 @@ def _sequence_lengths(draw: st.DrawFn, lo: int, hi: int, decode_hi: int) -> tupl
     return ((far, short) if draw(st.booleans()) else (short, far)) + (False,)
 
 
+def _coincident_lengths(draw: st.DrawFn, seq_q: int, seq_k: int, batch: int, heads_q: int, head_dim: int,
+                        c: "_AttentionConfig") -> tuple[int, int]:
+    """(Nq, Nk), one of them set equal to B, Hq or D in about one case in ``COINCIDENCE_ODDS``
+    (where that value is a length the target allows and above 1); shrinks to the drawn ones.
+
+    A kernel that tells its inputs' dims apart by their sizes takes the wrong branch only when
+    two of them are equal: a rank-2 mask read as a (B, Nk) key-padding mask when Nq = B, a
+    (Hq, Nq, Nk) one as (B, Nq, Nk), K read untransposed when Nk = D.  Where the sizes
+    differ, such a kernel fails its shape check or broadcasts, and drawn sizes rarely agree
+    (Nq = B = 2 in well under one case in a hundred)."""
+    # Both choices drawn either way: Hypothesis shrinks towards fewer choices first.
+    coincide = rare(draw, COINCIDENCE_ODDS)  # shrinks to False: as drawn
+    side, dim = COINCIDENCES[draw(st.integers(0, len(COINCIDENCES) - 1))]
+    if not coincide:
+        return seq_q, seq_k
+    value = {"batch": batch, "heads": heads_q, "head_dim": head_dim}[dim]
+    if value < 2 or not c.min_seq <= value <= c.max_seq:
+        return seq_q, seq_k
+    return (value, seq_k) if side == "q" else (seq_q, value)
+
+
 @st.composite
 def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
     fmt = draw(st.sampled_from(c.formats))
@@ -930,6 +956,7 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
     group = draw(st.integers(1, c.max_heads // heads_kv)) if c.gqa else 1
     seq_q, seq_k, decode = _sequence_lengths(draw, c.min_seq, c.max_seq, c.decode_max_keys)
     head_dim = _draw_head_dim(draw, c.head_dims)
+    seq_q, seq_k = _coincident_lengths(draw, seq_q, seq_k, batch, heads_kv * group, head_dim, c)
     probe = draw(st.integers(0, PROBE_ODDS - 1))  # shrinks to 0: no probe
     levels = False
     if c.probe is not None:

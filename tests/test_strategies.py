@@ -854,6 +854,37 @@ def test_decode_steps_have_few_queries_and_many_keys(data: st.DataObject) -> Non
         assert max(seq_q, seq_k) <= 16
 
 
+_COINCIDENCE_CONFIG = attention_module._attention_config(("float16",), None, 160, 2, 4, None, None, True, True, None)
+
+
+@st.composite
+def _coincidences(draw: st.DrawFn) -> tuple[tuple[int, ...], tuple[int, int]]:
+    sizes = (draw(st.integers(1, 160)), draw(st.integers(1, 160)), draw(st.integers(1, 2)), draw(st.integers(1, 8)),
+             draw(st.sampled_from((1, 16, 40, 256))))
+    return sizes, attention_module._coincident_lengths(draw, *sizes, _COINCIDENCE_CONFIG)
+
+
+@checks(200)
+@given(_coincidences())
+def test_a_coincident_length_is_another_dim_within_the_bounds(drawn) -> None:
+    (seq_q, seq_k, batch, heads, head_dim), (q, k) = drawn
+    dims = {batch, heads, head_dim}
+    assert (q == seq_q or (q in dims and 2 <= q <= 160)) and (k == seq_k or (k in dims and 2 <= k <= 160))
+    assert q == seq_q or k == seq_k  # one length at most
+
+
+@pytest.mark.parametrize(("side", "dim"), attention_module.COINCIDENCES)
+def test_every_coincidence_is_drawn(side: str, dim: str) -> None:
+    index = {"q": 0, "k": 1}[side]
+    position = {"batch": 2, "heads": 3, "head_dim": 4}[dim]
+
+    def coincides(drawn) -> bool:
+        sizes, lengths = drawn
+        return sizes[index] != sizes[position] == lengths[index] and lengths[1 - index] == sizes[1 - index]
+
+    find(_coincidences(), coincides, settings=settings(max_examples=2000, database=None, phases=[Phase.generate]))
+
+
 def test_most_attention_cases_keep_their_scores_within_judgement(monkeypatch) -> None:
     """Three cases in four are tamed (``WILD_ODDS``).  The shares depend on what else the
     process has imported (Hypothesis also draws constants it finds in loaded modules) and on
