@@ -67,9 +67,9 @@ LENGTH_REPEAT_SHARE = 0.03
 #: attention (seeds 1-2).
 SEED_REPEATS = 1
 #: After the first part of a cell (PROBE_ROUND_AT), the many-heads probe takes as many (batch,
-#: head) pairs as the target's measured speed lets it finish in this share of the cell's budget,
-#: or in MANY_HEADS_SECONDS without one: MANY_HEADS_MAX_PAIRS at most, the size profile's count
-#: at least (see many_heads_pairs).
+#: head) pairs as the measured speed (target and oracle) lets it finish in this share of the
+#: cell's budget, or in MANY_HEADS_SECONDS without one: MANY_HEADS_MAX_PAIRS at most, the size
+#: profile's count at least (see many_heads_pairs).
 MANY_HEADS_SHARE = 0.1
 MANY_HEADS_SECONDS = 1.0
 #: The cost unit of that estimate: a tile of this many queries by as many keys of one pair.
@@ -236,19 +236,20 @@ def score_tiles(case) -> int:
     return spec.batch * spec.heads_q * math.ceil(spec.seq_q / COST_TILE) * math.ceil(spec.seq_k / COST_TILE)
 
 
-def many_heads_pairs(floor: int, target_seconds: float, tiles: int, budget_s: float | None) -> int:
-    """Pairs for the many-heads probe (each one score tile) from the target's speed so far,
-    ``target_seconds`` over ``tiles``: as many as fit in MANY_HEADS_SHARE of ``budget_s`` (or
-    MANY_HEADS_SECONDS without a budget), within [``floor``, MANY_HEADS_MAX_PAIRS].
+def many_heads_pairs(floor: int, seconds: float, tiles: int, budget_s: float | None) -> int:
+    """Pairs for the many-heads probe (each one score tile) from the speed so far: ``seconds``
+    (the target's and the oracle's) over ``tiles``: as many as fit in MANY_HEADS_SHARE of
+    ``budget_s`` (or MANY_HEADS_SECONDS without a budget), within [``floor``,
+    MANY_HEADS_MAX_PAIRS].
 
     A bug in a persistent loop over (batch, head) pairs shows only when some program gets a
     second pair, i.e. past the GPU's SM count (132 on the H200): a plain PyTorch callable
     checks 256 pairs in milliseconds, while a kernel under the Triton interpreter takes
     ~18 ms a pair and keeps the size profile's count."""
-    if tiles <= 0 or target_seconds <= 0.0:
+    if tiles <= 0 or seconds <= 0.0:
         return floor
     allowed = MANY_HEADS_SECONDS if budget_s is None else MANY_HEADS_SHARE * budget_s
-    affordable = int(allowed * tiles / target_seconds)
+    affordable = int(allowed * tiles / seconds)
     return max(floor, min(strategies.attention.MANY_HEADS_MAX_PAIRS, affordable))
 
 
@@ -514,7 +515,8 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
             search(None, max(1, int(opts.max_examples * PROBE_ROUND_AT)), opts.seed, first)
             if target.op == "attention":
                 state["pairs"] = many_heads_pairs(opts.profile.for_dtype(fmt.name).attention_many_heads_pairs,
-                                                  cell.target_seconds, state["tiles"], opts.budget_s)
+                                                  cell.target_seconds + cell.oracle_seconds, state["tiles"],
+                                                  opts.budget_s)
             for probe in probes:
                 search(probe, opts.probe_examples, opts.seed)
             left = opts.max_examples - climbing - cell.examples
