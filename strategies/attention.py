@@ -672,7 +672,7 @@ def attention_cases(
     * ``many_heads_pairs``: the most (batch, head) pairs of a many-heads probe, and its simplest
       case (``MANY_HEADS_MAX_PAIRS``, past every GPU's SM count, by default).  Each pair is a
       program of a Triton kernel, which the interpreter runs one after the other (~18 ms
-      each): the CPU size profile takes fewer.
+      each): ``verify.search`` sizes it by the target's measured speed.
     """
     config = _attention_config(dtypes, caps, max_seq, max_batch, max_heads, head_dims, special_values, index_widths,
                                probes, probe, many_heads_pairs)
