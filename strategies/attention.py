@@ -562,7 +562,7 @@ class _AttentionConfig:
     decode_max_keys: int = 0  # most keys of a decode step (see _sequence_lengths); max_seq without probes
     roundoffs: dict = field(default_factory=dict)  # format name -> the target's (u_dot, u_c): _tamed_scale
     many_heads: bool = False  # rare cases with many (batch, head) pairs
-    many_heads_pairs: int = 0  # at most this many in such a case (MANY_HEADS_MAX_PAIRS by default)
+    many_heads_pairs: int = 0  # at most this many in such a case (attention_cases' many_heads_pairs)
     absorption: bool = False  # rare absorption probes (see ABSORPTION_MIN_KEYS)
     probe: str | None = None  # every case is this probe (ATTENTION_PROBES)
 
