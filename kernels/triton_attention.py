@@ -260,7 +260,8 @@ def _time_on_gpu(fn: Callable[[], None]) -> float:
 
 
 #: Under the interpreter, key sequences longer than this are tiled 128 keys wide, not 16 (and
-#: 4096 wide past eight times this): many key blocks still, but not thousands.
+#: 4096 wide past eight times this): many key blocks still, but not thousands.  Query
+#: sequences longer than this are tiled 128 queries wide.
 INTERPRETER_LONG_KEYS = 1024
 #: Under the interpreter, sequences up to this are tiled 16 wide, longer ones 32 wide: every
 #: tile costs the interpreter milliseconds, and four 16-wide blocks already cross every
@@ -435,7 +436,9 @@ def attention(
         # 16-bit index probes hold 32k-65k) take wide key blocks, or one call takes seconds.
         block_n = (16 if Nk <= INTERPRETER_SMALL_TILES else 32 if Nk <= INTERPRETER_LONG_KEYS
                    else 128 if Nk <= 8 * INTERPRETER_LONG_KEYS else 4096)
-        config = {"BLOCK_M": 16 if Nq <= INTERPRETER_SMALL_TILES else 32, "BLOCK_N": block_n,
+        # Likewise a thousand queries and more (the strategies' mid-queries probe): 128 wide.
+        block_m = 16 if Nq <= INTERPRETER_SMALL_TILES else 32 if Nq <= INTERPRETER_LONG_KEYS else 128
+        config = {"BLOCK_M": block_m, "BLOCK_N": block_n,
                   "num_warps": 1, "num_stages": 1}
     def launch(tiling: dict) -> None:
         if use_tma:

@@ -128,6 +128,9 @@ PROBE_ODDS = 10
 #: case in COINCIDENCE_ODDS draws one of them (each pair one case in 48).
 COINCIDENCES = (("q", "batch"), ("q", "heads"), ("k", "batch"), ("k", "heads"), ("k", "head_dim"), ("q", "head_dim"))
 COINCIDENCE_ODDS = 8
+#: One case in GROUPED_ODDS (where GQA and at least 4 query heads are allowed) has groups of 2
+#: or more over 2 or more K/V heads (see _head_counts).
+GROUPED_ODDS = 3
 #: The absorption probe (one example in ``PROBE_ODDS`` more, with at least this many keys
 #: where the size profile allows them): Q = 1 and K = 0 but for the first or the last key of
 #: each of ``ABSORPTION_KV_HEADS`` heads (a kernel may walk its key blocks either way), which
@@ -152,12 +155,22 @@ ABSORPTION_MIN_V_VALUE = 2.0**-4
 #: The rare probes of ``attention_cases``, by name: ``probe=`` draws only that one (and
 #: ``attention_probes`` says which the arguments allow).  ``zero-scale``: scale = 0 (drawn
 #: one time in ``ZERO_SCALE_ODDS`` otherwise); ``index-width``: Nk at the edge of 16-bit key
-#: offsets; ``mid-keys``: thousands of keys; ``many-heads``: many (batch, head) pairs;
-#: ``absorption``: see ``ABSORPTION_MIN_KEYS``.
-ATTENTION_PROBES = ("zero-scale", "absorption", "many-heads", "mid-keys", "index-width")  # cheapest first
-#: The value of the probe draw that takes each of the last three.
-_PROBE_DRAWS = {"mid-keys": PROBE_ODDS - 1, "many-heads": PROBE_ODDS - 2, "absorption": PROBE_ODDS - 3}
+#: offsets; ``mid-keys``: thousands of keys; ``mid-queries``: a thousand queries or more;
+#: ``many-heads``: many (batch, head) pairs; ``absorption``: see ``ABSORPTION_MIN_KEYS``.
+ATTENTION_PROBES = ("zero-scale", "absorption", "many-heads", "mid-keys", "mid-queries", "index-width")  # cheapest first
+#: The value of the probe draw that takes each of the probes drawn by it (the two long-sequence
+#: probes share one: a second draw picks the side).
+_PROBE_DRAWS = {"mid-keys": PROBE_ODDS - 1, "mid-queries": PROBE_ODDS - 1, "many-heads": PROBE_ODDS - 2,
+                "absorption": PROBE_ODDS - 3}
 MID_KEYS_MAX = 4097
+#: The mid-queries probe: Nq past max_seq up to MID_QUERIES_MAX against at most
+#: MID_QUERIES_MAX_KEYS keys.  A kernel's grid runs over query tiles, and bugs in the later
+#: ones (the last tile skipped when Nq is an exact multiple of it, a tile index that
+#: overflows or wraps, per-tile state reused) need more query tiles than max_seq gives: 160
+#: queries are two tiles of 128 at most.  2049 queries are 17 tiles of 128.  Top-left causal
+#: there shows every key to the queries past Nk.
+MID_QUERIES_MAX = 2049
+MID_QUERIES_MAX_KEYS = 32
 #: A decode step (see ``_sequence_lengths``): at most this many queries (one, or a few as
 #: speculative decoding verifies), and up to this many times ``max_seq`` keys.
 DECODE_MAX_QUERIES = 4
@@ -442,6 +455,8 @@ def attention_features(spec: AttentionSpec) -> tuple[str, ...]:
     found = [f"dtype:{spec.dtype}", *length_features(spec.seq_k)]
     if spec.seq_k >= 512:
         found.append("attn:long-keys")
+    if spec.seq_q >= 512:
+        found.append("attn:long-queries")
     if spec.seq_k >= INDEX_WIDTH_LENGTHS[0]:
         found.append("attn:index-width")
     if spec.batch * spec.heads_q >= 16:
@@ -559,6 +574,7 @@ class _AttentionConfig:
     mask_layouts: tuple[str, ...] = MASK_LAYOUTS
     index_lengths: tuple[int, ...] = ()  # rare key lengths past max_seq (lengths.INDEX_WIDTH_LENGTHS)
     mid_keys_max: int = 0  # rare key lengths in (max_seq, mid_keys_max]; 0: none
+    mid_queries_max: int = 0  # rare query lengths in (max_seq, mid_queries_max]; 0: none
     decode_max_keys: int = 0  # most keys of a decode step (see _sequence_lengths); max_seq without probes
     roundoffs: dict = field(default_factory=dict)  # format name -> the target's (u_dot, u_c): _tamed_scale
     many_heads: bool = False  # rare cases with many (batch, head) pairs
@@ -573,6 +589,8 @@ class _AttentionConfig:
             out["index-width"] = "index_widths=False, or no key length of 32767..65537 lies past max_seq within caps.max_length"
         if self.mid_keys_max <= self.max_seq:
             out["mid-keys"] = "probes=False, or caps.max_length leaves no key length past max_seq"
+        if self.mid_queries_max <= self.max_seq:
+            out["mid-queries"] = "probes=False, or caps.max_length leaves no query length past max_seq"
         if not self.many_heads:
             out["many-heads"] = "probes=False"
         if not (self.absorption and self.max_seq >= ABSORPTION_MIN_KEYS):
@@ -661,7 +679,8 @@ def attention_cases(
     * ``probes``: about one example in ``PROBE_ODDS`` has Nk past ``max_seq``, up to
       ``MID_KEYS_MAX`` (within ``caps.max_length``), with at most ``MID_KEYS_MAX_QUERIES``
       queries, one batch, two K/V heads and D <= ``MID_KEYS_MAX_HEAD_DIM`` but everything
-      else as usual; about one more has many (batch, head) pairs (up to
+      else as usual, or (half of those) Nq past ``max_seq`` up to ``MID_QUERIES_MAX``
+      against at most ``MID_QUERIES_MAX_KEYS`` keys, the rest kept as small; about one more has many (batch, head) pairs (up to
       ``MANY_HEADS_MAX_BATCH`` x ``MANY_HEADS_MAX_KV_HEADS`` x ``MANY_HEADS_MAX_GROUP``) of
       sequences up to ``MANY_HEADS_MAX_SEQ``; about one more is an absorption probe (one key
       outscores the rest, whose blocks each add just under half an ulp of the input format
@@ -732,6 +751,7 @@ def _attention_config(dtypes, caps, max_seq, max_batch, max_heads, head_dims, sp
         layout_alignment=caps.layout_alignment,
         index_lengths=index_width_lengths(lo, caps.max_length, hi) if index_widths else (),
         mid_keys_max=min(MID_KEYS_MAX, caps.max_length or MID_KEYS_MAX) if probes else 0,
+        mid_queries_max=min(MID_QUERIES_MAX, caps.max_length or MID_QUERIES_MAX) if probes else 0,
         decode_max_keys=min(hi * DECODE_KEYS_FACTOR, caps.max_length or hi * DECODE_KEYS_FACTOR) if probes else hi,
         roundoffs={f.name: _score_roundoffs(f, caps) for f in formats},
         many_heads=probes,
@@ -927,6 +947,26 @@ def _sequence_lengths(draw: st.DrawFn, lo: int, hi: int, decode_hi: int) -> tupl
     return ((far, short) if draw(st.booleans()) else (short, far)) + (False,)
 
 
+def _head_counts(draw: st.DrawFn, c: "_AttentionConfig") -> tuple[int, int]:
+    """(Hkv, group): Hkv K/V heads, each shared by ``group`` query heads; shrinks to (1, 1).
+
+    Three head mappings behave differently: one K/V head per query head (MHA), one for all
+    (MQA), and groups of 2 or more over 2 or more K/V heads.  Only the last tells the right
+    mapping, h // group, from h % Hkv, and only there must a kernel that packs a group's query
+    heads into one tile (a decode step's packed GQA) keep each head's mask, scale and output
+    slot in order.  Drawn as Hkv then a group that fits, it is the rarest: (2, 2) alone under
+    four query heads, 400 of 2000 cases, and 35 of them decode steps with one query, none of
+    those with a mask that differs per head (2026-12-01).  So one case in ``GROUPED_ODDS``
+    draws from it alone."""
+    grouped = rare(draw, GROUPED_ODDS)  # shrinks to False: as drawn
+    heads_kv = draw(st.integers(1, c.max_heads))
+    group = draw(st.integers(1, c.max_heads // heads_kv)) if c.gqa else 1
+    if grouped and c.gqa and c.max_heads >= 4:
+        heads_kv = min(max(heads_kv, 2), c.max_heads // 2)
+        group = max(2, min(group, c.max_heads // heads_kv))
+    return heads_kv, group
+
+
 def _coincident_lengths(draw: st.DrawFn, seq_q: int, seq_k: int, batch: int, heads_q: int, head_dim: int,
                         c: "_AttentionConfig") -> tuple[int, int]:
     """(Nq, Nk), one of them set equal to B, Hq or D in about one case in ``COINCIDENCE_ODDS``
@@ -952,8 +992,7 @@ def _coincident_lengths(draw: st.DrawFn, seq_q: int, seq_k: int, batch: int, hea
 def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
     fmt = draw(st.sampled_from(c.formats))
     batch = draw(st.integers(1, c.max_batch))
-    heads_kv = draw(st.integers(1, c.max_heads))
-    group = draw(st.integers(1, c.max_heads // heads_kv)) if c.gqa else 1
+    heads_kv, group = _head_counts(draw, c)
     seq_q, seq_k, decode = _sequence_lengths(draw, c.min_seq, c.max_seq, c.decode_max_keys)
     head_dim = _draw_head_dim(draw, c.head_dims)
     seq_q, seq_k = _coincident_lengths(draw, seq_q, seq_k, batch, heads_kv * group, head_dim, c)
@@ -969,10 +1008,27 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         seq_k = largest_first(draw, low, c.max_seq)
         heads_kv = max(heads_kv, min(ABSORPTION_KV_HEADS, c.max_heads))  # both spike ends, likely
         group = 1
-    if probe == PROBE_ODDS - 1 and c.mid_keys_max > c.max_seq:
+    long_side = None
+    if probe == PROBE_ODDS - 1:
+        sides = [side for side, top in (("keys", c.mid_keys_max), ("queries", c.mid_queries_max)) if top > c.max_seq]
+        if c.probe in ("mid-keys", "mid-queries"):
+            sides = [c.probe[len("mid-"):]]
+        long_side = draw(st.sampled_from(sides)) if sides else None  # shrinks to keys
+    if long_side == "keys":
         # Many key blocks (a few thousand keys), the rest of the case kept small.
         seq_k = draw(lengths(c.max_seq + 1, c.mid_keys_max))
         seq_q = min(seq_q, MID_KEYS_MAX_QUERIES)
+        batch, heads_kv, group = 1, min(heads_kv, 2), min(group, 2)
+        head_dim = _small_head_dim(head_dim, c.head_dims, MID_KEYS_MAX_HEAD_DIM)
+    elif long_side == "queries":
+        # Many query tiles, each against a few keys (see MID_QUERIES_MAX).  One probe in three,
+        # and its simplest case (the one the probe round tries), takes the largest power of two:
+        # an exact multiple of every power-of-two tile, where a grid of Nq // BLOCK_M + 1 tiles
+        # runs one too many and a last-tile test of Nq % BLOCK_M != 0 takes the wrong branch.
+        top = 1 << (c.mid_queries_max.bit_length() - 1)
+        exact = draw(st.integers(0, 2)) == 0 and top > c.max_seq
+        seq_q = top if exact else draw(lengths(c.max_seq + 1, c.mid_queries_max))
+        seq_k = min(seq_k, MID_QUERIES_MAX_KEYS)
         batch, heads_kv, group = 1, min(heads_kv, 2), min(group, 2)
         head_dim = _small_head_dim(head_dim, c.head_dims, MID_KEYS_MAX_HEAD_DIM)
     elif probe == PROBE_ODDS - 2 and c.many_heads:

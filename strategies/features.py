@@ -49,6 +49,7 @@ attn:causal            causal flag set
 attn:bool-mask         boolean mask given
 attn:causal+mask       both at once
 attn:long-keys         Nk >= 512 (many key blocks; the size profiles stop below)
+attn:long-queries      Nq >= 512 (many query tiles; the CPU size profile stops below)
 attn:index-width       Nk >= 32767, at the edge of 16-bit key offsets
 attn:many-heads        B * Hq >= 16 (a persistent grid's programs take several pairs)
 mask-shape:<shape>     broadcast shape of the boolean mask: (Nq,Nk), (1,1,Nq,Nk),
@@ -152,7 +153,7 @@ ATTENTION_FEATURES: tuple[str, ...] = (
     + _LENGTH
     + ("attn:mha", "attn:gqa", "attn:mqa", "attn:nq<nk", "attn:nq>nk", "attn:decode")
     + ("attn:causal", "attn:bool-mask", "attn:causal+mask")
-    + ("attn:long-keys", "attn:index-width", "attn:many-heads")
+    + ("attn:long-keys", "attn:long-queries", "attn:index-width", "attn:many-heads")
     + tuple(f"mask-shape:{s}" for s in ("qk", "11qk", "b1qk", "1hqk", "bhqk", "1qk", "hqk", "b11k", "bh1k"))
     + tuple(f"mask-layout:{s}" for s in ("sliced", "transposed", "expanded"))
     + _MASK

@@ -50,6 +50,7 @@ def _attention_probe_holds(probe: str, case) -> bool:
         "zero-scale": s.scale == 0.0 and "scale:zero" in case.features,
         "index-width": "attn:index-width" in case.features,
         "mid-keys": MAX_SEQ < s.seq_k <= A.MID_KEYS_MAX and s.seq_q <= A.MID_KEYS_MAX_QUERIES,
+        "mid-queries": MAX_SEQ < s.seq_q <= A.MID_QUERIES_MAX and s.seq_k <= A.MID_QUERIES_MAX_KEYS,
         "many-heads": max(s.seq_q, s.seq_k) <= A.MANY_HEADS_MAX_SEQ and s.batch <= A.MANY_HEADS_MAX_BATCH,
         "absorption": s.k.kind == "key-spike" and s.v.kind == "ends-opposed" and s.q.kind == "constant",
     }[probe]
@@ -108,7 +109,7 @@ def test_which_probes_the_arguments_allow_and_clear_errors_otherwise() -> None:
     assert softmax_probes(caps=Capabilities(max_length=1000), max_length=300) == ("four-d", "many-rows", "long-row")
     assert softmax_probes(many_rows=False, four_d=False) == ("long-row", "index-width")
     assert attention_probes(probes=False, index_widths=False) == ("zero-scale",)  # a scale, not a size
-    assert attention_probes(max_seq=8) == ("zero-scale", "many-heads", "mid-keys", "index-width")  # absorption: 17 keys
+    assert attention_probes(max_seq=8) == ("zero-scale", "many-heads", "mid-keys", "mid-queries", "index-width")  # absorption: 17 keys
     with pytest.raises(InvalidArgument, match=r"probe must be None or one of"):
         softmax_cases(probe="absorption")
     with pytest.raises(InvalidArgument, match=r"max_seq .* below 17; pass probe=None, or one of \('zero-scale'"):
