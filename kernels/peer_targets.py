@@ -109,12 +109,16 @@ register(Target(
     "sdpa-cudnn", "attention",
     functools.partial(sdpa_backend, backend=SDPBackend.CUDNN_ATTENTION, native_gqa=False),
     Capabilities(dtypes=LOW, devices=CUDA, min_length=2, head_dim_max=128, special_values=False,
-                 notes=("rejected Nq = Nk = 1 (measured on the H200)", "GQA by expanding K/V heads")),
+                 unit_last_stride=True,
+                 notes=("rejected Nq = Nk = 1 (measured on the H200)", "GQA by expanding K/V heads",
+                        "SDPA's fused backends require a head-dim stride of 1")),
     "torch SDPA pinned to CUDNN_ATTENTION", _cuda_probe, kind="torch",
 ))
 register(Target(
     "flex-attention", "attention", flex,
     Capabilities(dtypes=("float16", "bfloat16", "float32"), devices=CUDA, head_dim_min=16, head_dim_max=256,
-                 special_values=False, notes=("torch.compile'd flex_attention; recompiles per shape",)),
+                 special_values=False, unit_last_stride=True,
+                 notes=("torch.compile'd flex_attention; recompiles per shape",
+                        "no dim-major inputs: not measured with them (2026-12-01)")),
     "torch FlexAttention, compiled, causal and masks as block masks", _cuda_probe, kind="torch",
 ))

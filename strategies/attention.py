@@ -14,8 +14,9 @@ Magnitudes are bounded so that failures are the kernel's, not the format's:
   or fewer, float64 for float64), so neither ``q.k`` nor ``scale * q.k``
   overflows however the kernel orders the product.  Scores of 1e4 and more
   (one-hot softmax) remain reachable.
-* V entries stay below ``max_finite / (2 * Nk)``: an unnormalised accumulation of
-  ``Nk`` rows with weights <= 1 cannot overflow the dtype.
+* V entries stay below ``min(max_finite / 2, C / (2 * Nk))``: an unnormalised
+  accumulation of ``Nk`` rows with weights <= 1 cannot overflow the compute format (see
+  ``v_limit``; float16 V reaches 32752, past what such a sum held in float16 survives).
 
 The causal flag is passed through as is; which diagonal it means when
 Nq != Nk is the consumer's convention (this suite's oracle and reference use
@@ -54,7 +55,7 @@ from strategies._validation import (
     spec_error,
 )
 from strategies.features import ATTENTION_LAYOUTS, QK_VALUE_KINDS, V_VALUE_KINDS, ordered
-from strategies.layouts import is_aligned, is_noncontiguous, materialize
+from strategies.layouts import has_strided_last_dim, is_aligned, is_noncontiguous, materialize
 from strategies.lengths import INDEX_WIDTH_LENGTHS, draws_index_width, index_width_length, index_width_lengths, length_features, lengths
 from strategies.masks import MASK_KINDS, MaskSpec, keep_features, mask_specs
 from strategies.rounding import to_format
@@ -97,6 +98,14 @@ MASK_LAYOUTS = ("contiguous", "sliced", "transposed", "expanded")
 #: against 13 for key padding alone; the price, 3-d masks over several heads 89 times, not 137.
 QUERY_BROADCAST_SHAPES = ("b11k", "bh1k")
 KEY_MASK_KINDS = ("random", "fully-masked-row", "single-unmasked", "key-padding")
+#: Masks over the queries alone, broadcast over the keys: (Nq, 1), (B, 1, Nq, 1), (B, Hq, Nq, 1)
+#: (query padding: a masked query sees no key, and its output is 0).  A kernel that takes any
+#: mask with one singleton axis for key padding reads such a mask along the wrong axis; one that
+#: reads a mask with the key stride of a full one reads past it.  The kinds whose first column
+#: differs across queries (KEY_BROADCAST_KINDS) give the column: random queries, whole rows
+#: (fully-masked-row), the leading or trailing queries (a causal diagonal offset: left padding).
+KEY_BROADCAST_SHAPES = ("q1", "b1q1", "bhq1")
+KEY_BROADCAST_KINDS = ("random", "fully-masked-row", "single-unmasked", "causal")
 MAX_SPECIALS = 3
 #: Long-key probes (see ``attention_cases``) keep the rest of the case small: at most this
 #: many queries, one batch, two K/V heads (four query heads with GQA) and head dims up to
@@ -224,6 +233,9 @@ class AttentionSpec:
     specials: tuple[SpecialSpec, ...] = ()
     layouts: tuple[str, str, str] = ("contiguous", "contiguous", "contiguous")
     seed: int = 0
+    #: Largest |V| (entries are clipped to it): None, as drawn before 2026-12-01 and kept so that
+    #: those cases replay bit for bit, is ``dtype_bound_v_limit``; new draws store ``v_limit``.
+    v_max: float | None = None
 
     def __post_init__(self) -> None:
         try:
@@ -239,6 +251,10 @@ class AttentionSpec:
                 raise spec_error("attention spec", f"{name} must be an int", value)
             if value < (0 if name == "seed" else 1):
                 raise spec_error("attention spec", f"{name} must be positive", value)
+        if self.v_max is not None:
+            if isinstance(self.v_max, bool) or not isinstance(self.v_max, (int, float)) or not 0 < self.v_max < math.inf:
+                raise spec_error("attention spec", "v_max must be None or a positive finite number", self.v_max)
+            object.__setattr__(self, "v_max", float(self.v_max))
         if self.seed > _rng.SEED_MAX:
             raise spec_error("attention spec", f"seed must lie in [0, {_rng.SEED_MAX}]", self.seed)
         if self.heads_q % self.heads_kv:
@@ -249,7 +265,7 @@ class AttentionSpec:
             object.__setattr__(self, "scale", float(self.scale))
         if len(self.layouts) != 3 or any(layout not in ATTENTION_LAYOUTS for layout in self.layouts):
             raise spec_error("attention spec", f"layouts must be three of {ATTENTION_LAYOUTS}", self.layouts)
-        shapes = (*MASK_SHAPES, *QUERY_BROADCAST_SHAPES)
+        shapes = (*MASK_SHAPES, *QUERY_BROADCAST_SHAPES, *KEY_BROADCAST_SHAPES)
         if self.mask_shape not in shapes:
             raise spec_error("attention spec", f"mask_shape must be one of {shapes}", self.mask_shape)
         if self.mask is not None and self.mask.kind == "none":
@@ -258,6 +274,9 @@ class AttentionSpec:
             raise spec_error("attention spec", f"mask_layout must be one of {MASK_LAYOUTS}", self.mask_layout)
         if self.mask_shape in QUERY_BROADCAST_SHAPES and (self.mask is None or self.mask.kind not in KEY_MASK_KINDS):
             raise spec_error("attention spec", f"mask_shape {self.mask_shape!r} is for masks of kinds {KEY_MASK_KINDS} only")
+        if self.mask_shape in KEY_BROADCAST_SHAPES and (self.mask is None or self.mask.kind not in KEY_BROADCAST_KINDS):
+            raise spec_error("attention spec",
+                             f"mask_shape {self.mask_shape!r} is for masks of kinds {KEY_BROADCAST_KINDS} only")
         if any(s.tensor not in ("q", "k", "v") or len(s.index) != 4 for s in self.specials):
             raise spec_error("attention spec", "special entries need tensor 'q', 'k' or 'v' and a 4-d index")
         if not fmt.has_inf and any(s.kind == "+inf" for s in self.specials):
@@ -286,7 +305,7 @@ class AttentionSpec:
 
     @property
     def v_limit(self) -> float:
-        return v_limit(self.format, self.seq_k)
+        return dtype_bound_v_limit(self.format, self.seq_k) if self.v_max is None else self.v_max
 
     # ---- replay -----------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -310,6 +329,7 @@ class AttentionSpec:
             "specials": [s.to_dict() for s in self.specials],
             "layouts": list(self.layouts),
             "seed": self.seed,
+            **({} if self.v_max is None else {"v_max": self.v_max}),
         }
 
     @classmethod
@@ -339,6 +359,7 @@ class AttentionSpec:
                 specials=tuple(SpecialSpec.from_dict(s) for s in d.pop("specials", [])),
                 layouts=tuple(d.pop("layouts", ("contiguous",) * 3)),
                 seed=d.pop("seed", 0),
+                v_max=d.pop("v_max", None),
                 **reject_extra_keys(d),
             )
         except (KeyError, TypeError) as err:
@@ -360,6 +381,9 @@ class AttentionSpec:
             "bh1k": (self.batch, self.heads_q),
             "1qk": (1, 1),
             "hqk": (1, self.heads_q),
+            "q1": (1, 1),
+            "b1q1": (self.batch, 1),
+            "bhq1": (self.batch, self.heads_q),
         }[self.mask_shape]
         slabs = np.empty((*grid, self.seq_q, self.seq_k), dtype=bool)
         for b in range(grid[0]):
@@ -372,6 +396,10 @@ class AttentionSpec:
             return slabs[0, 0]
         if self.mask_shape in QUERY_BROADCAST_SHAPES:
             return slabs[:, :, :1, :]
+        if self.mask_shape == "q1":
+            return slabs[0, 0, :, :1]
+        if self.mask_shape in KEY_BROADCAST_SHAPES:
+            return slabs[:, :, :, :1]
         if self.mask_shape in ("1qk", "hqk"):
             return slabs[0]
         return slabs
@@ -436,7 +464,23 @@ def qk_limit(fmt: FloatFormat, head_dim: int, scale: float) -> float:
 
 
 def v_limit(fmt: FloatFormat, seq_k: int) -> float:
-    """Largest |entry| of V: an unnormalised sum over Nk keys stays finite."""
+    """Largest |entry| of V: an unnormalised sum over Nk keys stays finite in the compute format
+    (float32 for inputs of 32 bits or fewer, float64 for float64), and V itself within half the
+    format's largest value (a rounding up of a weighted sum of such values cannot overflow).
+
+    Only float16 differs from ``dtype_bound_v_limit`` (bfloat16 shares float32's range): 32752
+    whatever Nk, against 65504 / (2 Nk) (204 at 160 keys).  The old bound kept an unnormalised
+    sum finite in float16 itself, which hid kernels that hold it there: staging
+    sum_j exp(s_j - m) v_j in the output format before dividing by l overflows to inf where
+    every output is finite (a blind mutant survived on that, 2026-12-01).  Every kernel that
+    accumulates in float32 keeps its headroom."""
+    compute_max = FORMATS["float64" if fmt.precision > 24 else "float32"].max_finite
+    return min(fmt.max_finite / 2.0, compute_max / (2.0 * seq_k))
+
+
+def dtype_bound_v_limit(fmt: FloatFormat, seq_k: int) -> float:
+    """The bound on |V| of cases drawn before 2026-12-01 (``AttentionSpec.v_max`` None): an
+    unnormalised sum over Nk keys stays finite in the input format itself."""
     return fmt.max_finite / (2.0 * seq_k)
 
 
@@ -571,6 +615,7 @@ class _AttentionConfig:
     gqa: bool
     noncontiguous: bool
     layout_alignment: int = 1
+    unit_last_stride: bool = False
     mask_layouts: tuple[str, ...] = MASK_LAYOUTS
     index_lengths: tuple[int, ...] = ()  # rare key lengths past max_seq (lengths.INDEX_WIDTH_LENGTHS)
     mid_keys_max: int = 0  # rare key lengths in (max_seq, mid_keys_max]; 0: none
@@ -749,6 +794,7 @@ def _attention_config(dtypes, caps, max_seq, max_batch, max_heads, head_dims, sp
         mask_layouts=_mask_layouts(caps),
         noncontiguous=caps.noncontiguous,
         layout_alignment=caps.layout_alignment,
+        unit_last_stride=caps.unit_last_stride,
         index_lengths=index_width_lengths(lo, caps.max_length, hi) if index_widths else (),
         mid_keys_max=min(MID_KEYS_MAX, caps.max_length or MID_KEYS_MAX) if probes else 0,
         mid_queries_max=min(MID_QUERIES_MAX, caps.max_length or MID_QUERIES_MAX) if probes else 0,
@@ -771,11 +817,13 @@ def _score_roundoffs(fmt: FloatFormat, caps: Capabilities) -> tuple[float, float
 
 
 def _layouts_for(c: _AttentionConfig, shape: tuple[int, ...], fmt: FloatFormat) -> tuple[str, ...]:
-    """The layouts this tensor may be drawn in: all of them, or those meeting the target's alignment."""
+    """The layouts this tensor may be drawn in: all of them, or those meeting the target's alignment
+    and, with ``unit_last_stride``, keeping the head dim's stride 1."""
     if not c.noncontiguous:
         return ("contiguous",)
     return tuple(name for name in ATTENTION_LAYOUTS
-                 if is_aligned(name, shape, fmt.torch_dtype.itemsize, c.layout_alignment))
+                 if is_aligned(name, shape, fmt.torch_dtype.itemsize, c.layout_alignment)
+                 and not (c.unit_last_stride and has_strided_last_dim(name, shape)))
 
 
 #: One example in this many takes a scale of 0: softmax is uniform over the visible keys
@@ -1079,7 +1127,8 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
             # broadcast over queries as one more group, last: Hypothesis draws the first entries
             # of a sampled_from more often than the rest, and with that group first, two 100-example
             # cells (seed 1) held 2 masks of rank 3 each; with it last, 10 and 8.
-            groups = MASK_SHAPES_BY_RANK + ((QUERY_BROADCAST_SHAPES,) if mask.kind in KEY_MASK_KINDS else ())
+            groups = (MASK_SHAPES_BY_RANK + ((QUERY_BROADCAST_SHAPES,) if mask.kind in KEY_MASK_KINDS else ())
+                      + ((KEY_BROADCAST_SHAPES,) if mask.kind in KEY_BROADCAST_KINDS else ()))
             mask_shape = draw(st.sampled_from(draw(st.sampled_from(groups))))
         mask_layout = draw(st.sampled_from(c.mask_layouts))
         if causal and not c.causal_with_mask:
@@ -1150,5 +1199,6 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         specials=specials,
         layouts=layouts,
         seed=seed,
+        v_max=v_limit(fmt, seq_k),
     )
     return AttentionCase(spec)

@@ -54,7 +54,8 @@ attn:index-width       Nk >= 32767, at the edge of 16-bit key offsets
 attn:many-heads        B * Hq >= 16 (a persistent grid's programs take several pairs)
 mask-shape:<shape>     broadcast shape of the boolean mask: (Nq,Nk), (1,1,Nq,Nk),
                        (B,1,Nq,Nk), (1,Hq,Nq,Nk), (B,Hq,Nq,Nk), (B,1,1,Nk), (B,Hq,1,Nk), and 3-d
-                       (1,Nq,Nk), (Hq,Nq,Nk)
+                       (1,Nq,Nk), (Hq,Nq,Nk), and over the queries alone (Nq,1), (B,1,Nq,1),
+                       (B,Hq,Nq,1)
 mask-layout:<name>     the mask tensor sliced from a larger one, transposed, or expanded
                        with zero strides
 hdim:small             head dim <= 8
@@ -132,7 +133,7 @@ SOFTMAX_LAYOUTS = (
 )
 #: Softmax layouts that only differ from contiguous for a 3-D or 4-D input.
 SOFTMAX_LEADING_LAYOUTS = ("batch-sliced", "lead-permuted")
-ATTENTION_LAYOUTS = ("contiguous", "bnhd", "head-dim-padded", "strided-seq", "misaligned")
+ATTENTION_LAYOUTS = ("contiguous", "bnhd", "head-dim-padded", "strided-seq", "dim-major", "misaligned")
 
 #: Features a softmax case can carry.
 SOFTMAX_FEATURES: tuple[str, ...] = (
@@ -154,7 +155,8 @@ ATTENTION_FEATURES: tuple[str, ...] = (
     + ("attn:mha", "attn:gqa", "attn:mqa", "attn:nq<nk", "attn:nq>nk", "attn:decode")
     + ("attn:causal", "attn:bool-mask", "attn:causal+mask")
     + ("attn:long-keys", "attn:long-queries", "attn:index-width", "attn:many-heads")
-    + tuple(f"mask-shape:{s}" for s in ("qk", "11qk", "b1qk", "1hqk", "bhqk", "1qk", "hqk", "b11k", "bh1k"))
+    + tuple(f"mask-shape:{s}" for s in ("qk", "11qk", "b1qk", "1hqk", "bhqk", "1qk", "hqk", "b11k", "bh1k",
+                                         "q1", "b1q1", "bhq1"))
     + tuple(f"mask-layout:{s}" for s in ("sliced", "transposed", "expanded"))
     + _MASK
     + ("hdim:small", "hdim:pow2", "hdim:non-pow2", "hdim:large", "hdim:over-256")

@@ -27,6 +27,10 @@ Attention (B, H, N, D):
   bnhd             stored as (B, N, H, D) and transposed, as after a fused QKV projection.
   head-dim-padded  head dim followed by a gap: a sliced view of a wider last dim.
   strided-seq      every other sequence position: stride along N doubled.
+  dim-major        stored as (B, H, D, N) and transposed (K^T kept as such): the head dim
+                   has stride N, not 1.  Kernels that hard-code a unit stride there read
+                   the wrong entries; ``Capabilities.unit_last_stride`` keeps it from targets
+                   that refuse it.
 """
 
 from __future__ import annotations
@@ -67,6 +71,9 @@ def plan(layout: str, shape: tuple[int, ...]) -> Plan:
     if layout == "bnhd":
         bsz, heads, seq, dim = shape
         return (bsz, seq, heads, dim), lambda b: b.permute(0, 2, 1, 3)
+    if layout == "dim-major":
+        bsz, heads, seq, dim = shape
+        return (bsz, heads, dim, seq), lambda b: b.transpose(-1, -2)
     if layout == "strided-seq":
         bsz, heads, seq, dim = shape
         return (bsz, heads, 2 * seq, dim), lambda b: b[:, :, ::2, :]
@@ -98,6 +105,13 @@ def is_aligned(layout: str, shape: tuple[int, ...], itemsize: int, alignment: in
     if (t.storage_offset() * itemsize) % alignment:
         return False
     return all((st * itemsize) % alignment == 0 for n, st in zip(t.shape[:-1], t.stride()[:-1]) if n > 1)
+
+
+def has_strided_last_dim(layout: str, shape: tuple[int, ...]) -> bool:
+    """Whether the view's last dim (longer than 1) has a stride other than 1."""
+    base_shape, view = plan(layout, shape)
+    t = view(torch.empty(base_shape, device="meta"))
+    return t.shape[-1] > 1 and t.stride(-1) != 1
 
 
 def is_noncontiguous(layout: str, shape: tuple[int, ...]) -> bool:

@@ -30,6 +30,9 @@ class Capabilities:
     # of, for a non-contiguous or offset layout to be generated; 1: any layout.  Contiguous
     # inputs are always generated (a kernel must accept those, whatever its vector width).
     layout_alignment: int = 1
+    # Attention: Q, K and V's head dim must have stride 1 (no dim-major layout; implied by
+    # layout_alignment > 1).
+    unit_last_stride: bool = False
     # ---- attention only ---------------------------------------------------------------
     causal: bool = True
     bool_mask: bool = True
