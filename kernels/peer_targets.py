@@ -13,7 +13,10 @@ the CUDA context is lost; efficient refuses a misaligned Q or K ("p.query_ptr is
 correctly aligned") and an odd row stride ("cutlassF: no kernel found to launch!").
 Efficient also refuses a boolean mask whose last stride is not 1 ("No available kernel";
 a transposed mask, found by the search on the H200), hence ``mask_unit_stride``.
-cuDNN gave the same output as with an aligned copy, so it is searched with every layout.
+cuDNN gave the same output as with an aligned copy, so it is searched with every layout
+but one: Q, K or V stored dim-major (head-dim stride N) makes flash, efficient and cuDNN
+refuse ("No available kernel", 2026-12-01), hence ``unit_last_stride`` for cuDNN (the other
+two are already kept to unit strides); FlexAttention and our Triton kernel took it.
 tests/test_findings.py keeps these on record.
 """
 
@@ -99,8 +102,10 @@ register(Target(
     "sdpa-efficient", "attention",
     functools.partial(sdpa_backend, backend=SDPBackend.EFFICIENT_ATTENTION, native_gqa=False),
     Capabilities(dtypes=("float16", "bfloat16", "float32"), devices=CUDA, special_values=False,
-                 layout_alignment=16, mask_unit_stride=True,
+                 layout_alignment=16, mask_unit_stride=True, mask_key_broadcast=False,
                  notes=("GQA by expanding K/V heads",
+                        "refuses a mask broadcast over the keys: '(*bias): last dimension must be contiguous' "
+                        "(measured on the H200, 2026-12-01)",
                         "refuses a misaligned Q or K, faults on a misaligned V (measured on the H200)",
                         "refuses a mask whose last stride is not 1: 'No available kernel' (measured on the H200)")),
     "torch SDPA pinned to EFFICIENT_ATTENTION (memory-efficient)", _cuda_probe, kind="torch",
@@ -111,14 +116,14 @@ register(Target(
     Capabilities(dtypes=LOW, devices=CUDA, min_length=2, head_dim_max=128, special_values=False,
                  unit_last_stride=True,
                  notes=("rejected Nq = Nk = 1 (measured on the H200)", "GQA by expanding K/V heads",
-                        "SDPA's fused backends require a head-dim stride of 1")),
+                        "refuses a head-dim stride other than 1: 'No available kernel' (measured on the H200)")),
     "torch SDPA pinned to CUDNN_ATTENTION", _cuda_probe, kind="torch",
 ))
 register(Target(
     "flex-attention", "attention", flex,
     Capabilities(dtypes=("float16", "bfloat16", "float32"), devices=CUDA, head_dim_min=16, head_dim_max=256,
-                 special_values=False, unit_last_stride=True,
+                 special_values=False,
                  notes=("torch.compile'd flex_attention; recompiles per shape",
-                        "no dim-major inputs: not measured with them (2026-12-01)")),
+                        "takes dim-major Q, K and V (measured on the H200, 2026-12-01)")),
     "torch FlexAttention, compiled, causal and masks as block masks", _cuda_probe, kind="torch",
 ))

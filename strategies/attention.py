@@ -612,6 +612,7 @@ class _AttentionConfig:
     bool_mask: bool
     causal_with_mask: bool
     causal_square_only: bool
+    mask_key_broadcast: bool
     gqa: bool
     noncontiguous: bool
     layout_alignment: int = 1
@@ -703,7 +704,8 @@ def attention_cases(
     * ``caps``: Nq and Nk in ``[caps.min_length, min(max_seq, caps.max_length)]``;
       ``caps.causal``, ``caps.bool_mask``, ``caps.causal_with_mask`` gate the causal
       flag, the boolean mask and both together; ``caps.causal_square_only`` makes
-      causal cases take Nq = Nk; ``caps.mask_unit_stride`` keeps the mask's last
+      causal cases take Nq = Nk; ``caps.mask_key_broadcast=False`` draws no mask broadcast
+      over the keys; ``caps.mask_unit_stride`` keeps the mask's last
       stride 1 (no ``transposed`` layout); ``caps.neg_inf=False`` turns off
       every mask (causal included); ``caps.gqa=False`` keeps Hq == Hkv;
       ``caps.noncontiguous=False`` keeps all three tensors contiguous; head dims
@@ -790,6 +792,7 @@ def _attention_config(dtypes, caps, max_seq, max_batch, max_heads, head_dims, sp
         bool_mask=caps.bool_mask and masks_on,
         causal_with_mask=caps.causal_with_mask,
         causal_square_only=caps.causal_square_only,
+        mask_key_broadcast=caps.mask_key_broadcast,
         gqa=caps.gqa,
         mask_layouts=_mask_layouts(caps),
         noncontiguous=caps.noncontiguous,
@@ -1128,7 +1131,7 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
             # of a sampled_from more often than the rest, and with that group first, two 100-example
             # cells (seed 1) held 2 masks of rank 3 each; with it last, 10 and 8.
             groups = (MASK_SHAPES_BY_RANK + ((QUERY_BROADCAST_SHAPES,) if mask.kind in KEY_MASK_KINDS else ())
-                      + ((KEY_BROADCAST_SHAPES,) if mask.kind in KEY_BROADCAST_KINDS else ()))
+                      + ((KEY_BROADCAST_SHAPES,) if mask.kind in KEY_BROADCAST_KINDS and c.mask_key_broadcast else ()))
             mask_shape = draw(st.sampled_from(draw(st.sampled_from(groups))))
         mask_layout = draw(st.sampled_from(c.mask_layouts))
         if causal and not c.causal_with_mask:

@@ -92,9 +92,12 @@ def materialize(x: torch.Tensor, layout: str, device: str = "cpu") -> torch.Tens
 
 
 def is_aligned(layout: str, shape: tuple[int, ...], itemsize: int, alignment: int) -> bool:
-    """Whether ``layout`` keeps the data pointer and every stride (of a dim longer than 1) but the
-    last at multiples of ``alignment`` bytes, with a unit last stride, as vectorized kernels
-    (16-byte loads) assume.  Contiguous always qualifies: it is the layout every kernel must take.
+    """Whether ``layout`` keeps the data pointer and every stride but the last at multiples of
+    ``alignment`` bytes, with a unit last stride (where the last dim is longer than 1), as
+    vectorized kernels (16-byte loads) assume.  Contiguous always qualifies: it is the layout
+    every kernel must take.  The strides of size-1 dims count too: SDPA's efficient backend
+    refused a K of one key whose row stride was 19 elements ("cutlassF: no kernel found to
+    launch!", H200, 2026-12-01), though torch calls such a tensor contiguous.
     """
     if layout == "contiguous" or alignment <= 1:
         return True
@@ -104,7 +107,7 @@ def is_aligned(layout: str, shape: tuple[int, ...], itemsize: int, alignment: in
         return False
     if (t.storage_offset() * itemsize) % alignment:
         return False
-    return all((st * itemsize) % alignment == 0 for n, st in zip(t.shape[:-1], t.stride()[:-1]) if n > 1)
+    return all((st * itemsize) % alignment == 0 for st in t.stride()[:-1])
 
 
 def has_strided_last_dim(layout: str, shape: tuple[int, ...]) -> bool:

@@ -245,6 +245,55 @@ def test_sdpa_efficient_refuses_a_mask_with_a_non_unit_last_stride() -> None:
     assert torch.allclose(dense.float(), _sdpa("MATH", q, k, v, attn_mask=mask).float(), atol=2e-3)
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("backend", ["FLASH_ATTENTION", "EFFICIENT_ATTENTION", "CUDNN_ATTENTION"])
+def test_sdpa_fused_backends_refuse_a_dim_major_value(backend: str) -> None:
+    """Measured on the H200 (2026-12-01, torch 2.11): Q, K or V stored dim-major (the head dim
+    at stride N, as the strategies' ``dim-major`` layout) makes each fused backend raise "No
+    available kernel"; the math backend takes it.  sdpa-cudnn declares ``unit_last_stride``
+    (flash and efficient are kept to unit strides by ``layout_alignment``); this test notices
+    if torch lifts the limit."""
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 64, 64, generator=gen).to("cuda", torch.float16) for _ in range(3))
+    v_dim_major = v.transpose(-1, -2).contiguous().transpose(-1, -2)
+    assert v_dim_major.stride(-1) == 64 and torch.equal(v_dim_major, v)
+    with pytest.raises(RuntimeError, match="No available kernel"):
+        _sdpa(backend, q, k, v_dim_major)
+    assert torch.allclose(_sdpa("MATH", q, k, v_dim_major).float(), _sdpa("MATH", q, k, v).float())
+
+
+@pytest.mark.gpu
+def test_sdpa_efficient_refuses_a_mask_broadcast_over_the_keys() -> None:
+    """Found by ``verify run --device cuda`` on the H200 (2026-12-01, torch 2.11), as drawn:
+    Nq = 1, Nk = 17, D = 16, float32, a (Nq, 1) mask (query padding, broadcastable as SDPA's
+    documentation allows).  The efficient backend raises "(*bias): last dimension must be
+    contiguous" (it expands the mask over the keys with stride 0); math takes it.  sdpa-efficient
+    declares ``mask_key_broadcast=False``; this test notices if torch lifts the limit."""
+    gen = torch.Generator().manual_seed(0)
+    q = torch.randn(1, 1, 1, 16, generator=gen).to("cuda")
+    k, v = (torch.randn(1, 1, 17, 16, generator=gen).to("cuda") for _ in range(2))
+    mask = torch.ones(1, 1, dtype=torch.bool, device="cuda")
+    with pytest.raises(RuntimeError, match="last dimension must be contiguous"):
+        _sdpa("EFFICIENT_ATTENTION", q, k, v, attn_mask=mask)
+    assert torch.allclose(_sdpa("MATH", q, k, v, attn_mask=mask), _sdpa("MATH", q, k, v), atol=1e-6)
+
+
+@pytest.mark.gpu
+def test_sdpa_efficient_refuses_an_odd_stride_on_a_size_one_dim() -> None:
+    """Found by ``verify run --device cuda`` on the H200 (2026-12-01, torch 2.11), as drawn:
+    float16, Nq = Nk = 1, D = 16, K a view of a wider last dim (row stride 19 elements).  torch
+    calls that K contiguous (its only row has no neighbour), yet the efficient backend raises
+    "cutlassF: no kernel found to launch!".  ``layouts.is_aligned`` now counts the strides of
+    size-1 dims, so the search no longer draws it for sdpa-efficient."""
+    gen = torch.Generator().manual_seed(0)
+    q, v = (torch.randn(1, 1, 1, 16, generator=gen).to("cuda", torch.float16) for _ in range(2))
+    k = torch.randn(1, 1, 1, 19, generator=gen).to("cuda", torch.float16)[..., :16]
+    assert k.is_contiguous() and k.stride(-2) == 19
+    with pytest.raises(RuntimeError, match="no kernel found to launch"):
+        _sdpa("EFFICIENT_ATTENTION", q, k, v)
+    assert torch.allclose(_sdpa("MATH", q, k, v).float(), _sdpa("MATH", q, k.contiguous(), v).float())
+
+
 # The counterexample `verify run --device cuda` saved on the H200 (2026-11-30 00:34 UTC), as its spec:
 # it rebuilds bit for bit from the seed.
 _FLASH_LARGE_SCORES = {

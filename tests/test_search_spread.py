@@ -69,11 +69,11 @@ def test_shape_signatures_name_lengths_causality_and_mask_kind() -> None:
 
 def test_many_heads_pairs_follow_the_measured_speed_within_the_floor_and_the_cap() -> None:
     cap = search.strategies.attention.MANY_HEADS_MAX_PAIRS
-    # 1,000 tiles in 0.1 s: 1e-4 s a tile, so a 1 s allowance affords 10,000 pairs: the cap
+    # 1,000 pairs in 0.1 s: 1e-4 s a pair, so a 1 s allowance affords 10,000 pairs: the cap
     assert search.many_heads_pairs(64, 0.1, 1000, None) == cap
-    # 50 ms a tile (an interpreted kernel): 20 pairs in 1 s, so the floor
+    # 50 ms a pair (an interpreted kernel): 20 pairs in 1 s, so the floor
     assert search.many_heads_pairs(64, 50.0, 1000, None) == 64
-    # with a budget, MANY_HEADS_SHARE of it: 10 s -> 1 s -> 200 pairs at 5 ms a tile
+    # with a budget, MANY_HEADS_SHARE of it: 10 s -> 1 s -> 200 pairs at 5 ms a pair
     assert search.many_heads_pairs(64, 5.0, 1000, 10.0) == int(search.MANY_HEADS_SHARE * 10.0 / 5e-3)
     # nothing measured yet: the floor
     assert search.many_heads_pairs(64, 0.0, 0, None) == 64

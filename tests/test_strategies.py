@@ -634,6 +634,17 @@ def test_attention_layouts_keep_a_unit_head_dim_stride_where_declared(case: Atte
     assert all(t.stride(-1) == 1 for t in (x.q, x.k, x.v) if t.shape[-1] > 1)
 
 
+def test_masks_over_the_queries_alone_and_a_target_that_refuses_them() -> None:
+    cfg = settings(max_examples=1000, database=None, phases=[Phase.generate])
+    found = find(attention_cases(dtypes=("float16",), max_seq=8),
+                 lambda c: c.spec.mask_shape == "b1q1" and c.spec.seq_k > 1, settings=cfg)
+    mask = found.build().mask
+    assert mask.shape[-1] == 1 and mask.shape[-2] == found.spec.seq_q and "mask-shape:b1q1" in found.features
+    refusing = attention_cases(dtypes=("float16",), max_seq=8, caps=Capabilities(mask_key_broadcast=False))
+    with pytest.raises(NoSuchExample):
+        find(refusing, lambda c: c.spec.mask_shape in attention_module.KEY_BROADCAST_SHAPES, settings=cfg)
+
+
 def test_a_dim_major_layout_strides_the_head_dim_by_the_sequence() -> None:
     found = find(attention_cases(dtypes=("float16",), max_seq=8),
                  lambda c: c.spec.layouts[2] == "dim-major" and c.spec.seq_k > 1 and c.spec.head_dim > 1,

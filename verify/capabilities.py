@@ -39,6 +39,7 @@ class Capabilities:
     causal_with_mask: bool = True  # causal=True together with a boolean mask
     causal_square_only: bool = False  # causal=True only with Nq == Nk
     mask_unit_stride: bool = False  # the boolean mask's last dimension must have stride 1
+    mask_key_broadcast: bool = True  # takes masks broadcast over the keys ((Nq, 1), (B, 1, Nq, 1), ...)
     gqa: bool = True  # Hq a multiple of Hkv, Hq != Hkv
     head_dim_min: int = 1
     head_dim_max: int = 512

@@ -72,8 +72,6 @@ SEED_REPEATS = 1
 #: profile's count at least (see many_heads_pairs).
 MANY_HEADS_SHARE = 0.1
 MANY_HEADS_SECONDS = 1.0
-#: The cost unit of that estimate: a tile of this many queries by as many keys of one pair.
-COST_TILE = 16
 
 
 @dataclass(frozen=True)
@@ -227,29 +225,35 @@ class _ViolationFound(Exception):
         self.violation, self.case, self.outcome = violation, case, outcome
 
 
-def score_tiles(case) -> int:
-    """COST_TILE x COST_TILE tiles of an attention case's score matrices (B Hq of them): what a
-    tiled kernel's work, and an interpreted one's time, grow with.  0 for softmax cases."""
+def case_pairs(case) -> int:
+    """(batch, head) pairs of an attention case, B Hq: the unit of the many-heads probe's cost.
+    0 for softmax cases.
+
+    A pair, not a score tile: the interpreter runs a Triton program per pair (and query tile),
+    and its fixed cost per program dominates the probe's pairs of at most 16 x 16.  Counted in
+    16 x 16 tiles, the first tenth's larger cases made the probe look cheap: the policy test's
+    interpreted triton-attention drew 256 pairs and took 12 s for that one case (2026-12-01)."""
     spec = case.spec
     if not hasattr(spec, "seq_k"):
         return 0
-    return spec.batch * spec.heads_q * math.ceil(spec.seq_q / COST_TILE) * math.ceil(spec.seq_k / COST_TILE)
+    return spec.batch * spec.heads_q
 
 
-def many_heads_pairs(floor: int, seconds: float, tiles: int, budget_s: float | None) -> int:
-    """Pairs for the many-heads probe (each one score tile) from the speed so far: ``seconds``
-    (the target's and the oracle's) over ``tiles``: as many as fit in MANY_HEADS_SHARE of
+def many_heads_pairs(floor: int, seconds: float, pairs_seen: int, budget_s: float | None) -> int:
+    """Pairs for the many-heads probe from the speed so far: ``seconds`` (the target's and the
+    oracle's) over ``pairs_seen`` (``case_pairs`` summed): as many as fit in MANY_HEADS_SHARE of
     ``budget_s`` (or MANY_HEADS_SECONDS without a budget), within [``floor``,
-    MANY_HEADS_MAX_PAIRS].
+    MANY_HEADS_MAX_PAIRS].  Pairs of ordinary cases hold more work than a probe's, so the
+    estimate errs towards fewer.
 
     A bug in a persistent loop over (batch, head) pairs shows only when some program gets a
     second pair, i.e. past the GPU's SM count (132 on the H200): a plain PyTorch callable
     checks 256 pairs in milliseconds, while a kernel under the Triton interpreter takes
     ~18 ms a pair and keeps the size profile's count."""
-    if tiles <= 0 or seconds <= 0.0:
+    if pairs_seen <= 0 or seconds <= 0.0:
         return floor
     allowed = MANY_HEADS_SECONDS if budget_s is None else MANY_HEADS_SHARE * budget_s
-    affordable = int(allowed * tiles / seconds)
+    affordable = int(allowed * pairs_seen / seconds)
     return max(floor, min(strategies.attention.MANY_HEADS_MAX_PAIRS, affordable))
 
 
@@ -389,14 +393,14 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
         return cell
 
     rng = random.Random(opts.seed)
-    state: dict[str, Any] = {"found": False, "worst": -1.0, "worst_case": None, "tiles": 0, "pairs": None}
+    state: dict[str, Any] = {"found": False, "worst": -1.0, "worst_case": None, "pairs_seen": 0, "pairs": None}
     start = time.perf_counter()
 
     def record(case, out: engine.CaseOutcome) -> None:
         ev = out.evaluation
         cell.examples += 1
         cell.target_seconds += out.seconds
-        state["tiles"] += score_tiles(case)
+        state["pairs_seen"] += case_pairs(case)
         cell.oracle_seconds += out.oracle_seconds
         cell.fallback_rows += out.fallback_rows
         cell.flushed += ev.flushed
@@ -515,7 +519,7 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
             search(None, max(1, int(opts.max_examples * PROBE_ROUND_AT)), opts.seed, first)
             if target.op == "attention":
                 state["pairs"] = many_heads_pairs(opts.profile.for_dtype(fmt.name).attention_many_heads_pairs,
-                                                  cell.target_seconds + cell.oracle_seconds, state["tiles"],
+                                                  cell.target_seconds + cell.oracle_seconds, state["pairs_seen"],
                                                   opts.budget_s)
             for probe in probes:
                 search(probe, opts.probe_examples, opts.seed)
