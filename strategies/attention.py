@@ -459,8 +459,13 @@ def _lay_out_mask(keep: np.ndarray, layout: str, batch_heads: tuple[int, int], d
 
 def qk_limit(fmt: FloatFormat, head_dim: int, scale: float) -> float:
     """Largest |entry| of Q and K: no overflow of q.k or scale*q.k in the compute format (see module doc)."""
-    compute_max = FORMATS["float64" if fmt.precision > 24 else "float32"].max_finite
-    return min(fmt.max_finite, math.sqrt(compute_max / (64.0 * head_dim * max(abs(scale), 1.0))))
+    return min(fmt.max_finite, math.sqrt(_compute_max(fmt) / (64.0 * head_dim * max(abs(scale), 1.0))))
+
+
+def _compute_max(fmt: FloatFormat) -> float:
+    """The largest finite value of the format attention on ``fmt`` inputs computes in: float32 for
+    inputs of 32 bits or fewer, float64 for float64 (``Capabilities.compute_format``'s default)."""
+    return FORMATS["float64" if fmt.precision > 24 else "float32"].max_finite
 
 
 def v_limit(fmt: FloatFormat, seq_k: int) -> float:
@@ -474,8 +479,7 @@ def v_limit(fmt: FloatFormat, seq_k: int) -> float:
     sum_j exp(s_j - m) v_j in the output format before dividing by l overflows to inf where
     every output is finite (a blind mutant survived on that, 2026-12-01).  Every kernel that
     accumulates in float32 keeps its headroom."""
-    compute_max = FORMATS["float64" if fmt.precision > 24 else "float32"].max_finite
-    return min(fmt.max_finite / 2.0, compute_max / (2.0 * seq_k))
+    return min(fmt.max_finite / 2.0, _compute_max(fmt) / (2.0 * seq_k))
 
 
 def dtype_bound_v_limit(fmt: FloatFormat, seq_k: int) -> float:
@@ -1065,21 +1069,22 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         if c.probe in ("mid-keys", "mid-queries"):
             sides = [c.probe[len("mid-"):]]
         long_side = draw(st.sampled_from(sides)) if sides else None  # shrinks to keys
-    if long_side == "keys":
-        # Many key blocks (a few thousand keys), the rest of the case kept small.
-        seq_k = draw(lengths(c.max_seq + 1, c.mid_keys_max))
-        seq_q = min(seq_q, MID_KEYS_MAX_QUERIES)
-        batch, heads_kv, group = 1, min(heads_kv, 2), min(group, 2)
-        head_dim = _small_head_dim(head_dim, c.head_dims, MID_KEYS_MAX_HEAD_DIM)
-    elif long_side == "queries":
-        # Many query tiles, each against a few keys (see MID_QUERIES_MAX).  One probe in three,
-        # and its simplest case (the one the probe round tries), takes the largest power of two:
-        # an exact multiple of every power-of-two tile, where a grid of Nq // BLOCK_M + 1 tiles
-        # runs one too many and a last-tile test of Nq % BLOCK_M != 0 takes the wrong branch.
-        top = 1 << (c.mid_queries_max.bit_length() - 1)
-        exact = draw(st.integers(0, 2)) == 0 and top > c.max_seq
-        seq_q = top if exact else draw(lengths(c.max_seq + 1, c.mid_queries_max))
-        seq_k = min(seq_k, MID_QUERIES_MAX_KEYS)
+    if long_side is not None:
+        if long_side == "keys":
+            # Many key blocks (a few thousand keys).
+            seq_k = draw(lengths(c.max_seq + 1, c.mid_keys_max))
+            seq_q = min(seq_q, MID_KEYS_MAX_QUERIES)
+        else:
+            # Many query tiles, each against a few keys (see MID_QUERIES_MAX).  One probe in
+            # three, and its simplest case (the one the probe round tries), takes the largest
+            # power of two: an exact multiple of every power-of-two tile, where a grid of
+            # Nq // BLOCK_M + 1 tiles runs one too many and a last-tile test of
+            # Nq % BLOCK_M != 0 takes the wrong branch.
+            top = 1 << (c.mid_queries_max.bit_length() - 1)
+            exact = draw(st.integers(0, 2)) == 0 and top > c.max_seq
+            seq_q = top if exact else draw(lengths(c.max_seq + 1, c.mid_queries_max))
+            seq_k = min(seq_k, MID_QUERIES_MAX_KEYS)
+        # Either way the rest of the case is kept small.
         batch, heads_kv, group = 1, min(heads_kv, 2), min(group, 2)
         head_dim = _small_head_dim(head_dim, c.head_dims, MID_KEYS_MAX_HEAD_DIM)
     elif probe == PROBE_ODDS - 2 and c.many_heads:

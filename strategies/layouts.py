@@ -36,6 +36,7 @@ Attention (B, H, N, D):
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import lru_cache
 
 import torch
 
@@ -101,20 +102,26 @@ def is_aligned(layout: str, shape: tuple[int, ...], itemsize: int, alignment: in
     """
     if layout == "contiguous" or alignment <= 1:
         return True
-    base_shape, view = plan(layout, shape)
-    t = view(torch.empty(base_shape, device="meta"))
-    if t.shape[-1] > 1 and t.stride(-1) != 1:
+    if has_strided_last_dim(layout, shape):
         return False
-    if (t.storage_offset() * itemsize) % alignment:
+    strides, offset = _view_strides(layout, shape)
+    if (offset * itemsize) % alignment:
         return False
-    return all((st * itemsize) % alignment == 0 for st in t.stride()[:-1])
+    return all((st * itemsize) % alignment == 0 for st in strides[:-1])
 
 
 def has_strided_last_dim(layout: str, shape: tuple[int, ...]) -> bool:
     """Whether the view's last dim (longer than 1) has a stride other than 1."""
+    return shape[-1] > 1 and _view_strides(layout, shape)[0][-1] != 1
+
+
+# Cached: the strategies ask for every layout of every tensor they draw.
+@lru_cache(maxsize=4096)
+def _view_strides(layout: str, shape: tuple[int, ...]) -> tuple[tuple[int, ...], int]:
+    """(strides, storage offset) of ``layout``'s view of ``shape``, read off a meta tensor."""
     base_shape, view = plan(layout, shape)
     t = view(torch.empty(base_shape, device="meta"))
-    return t.shape[-1] > 1 and t.stride(-1) != 1
+    return t.stride(), t.storage_offset()
 
 
 def is_noncontiguous(layout: str, shape: tuple[int, ...]) -> bool:

@@ -30,9 +30,6 @@ class Capabilities:
     # of, for a non-contiguous or offset layout to be generated; 1: any layout.  Contiguous
     # inputs are always generated (a kernel must accept those, whatever its vector width).
     layout_alignment: int = 1
-    # Attention: Q, K and V's head dim must have stride 1 (no dim-major layout; implied by
-    # layout_alignment > 1).
-    unit_last_stride: bool = False
     # ---- attention only ---------------------------------------------------------------
     causal: bool = True
     bool_mask: bool = True
@@ -40,6 +37,8 @@ class Capabilities:
     causal_square_only: bool = False  # causal=True only with Nq == Nk
     mask_unit_stride: bool = False  # the boolean mask's last dimension must have stride 1
     mask_key_broadcast: bool = True  # takes masks broadcast over the keys ((Nq, 1), (B, 1, Nq, 1), ...)
+    # Q, K and V's head dim must have stride 1 (no dim-major layout; implied by layout_alignment > 1).
+    unit_last_stride: bool = False
     gqa: bool = True  # Hq a multiple of Hkv, Hq != Hkv
     head_dim_min: int = 1
     head_dim_max: int = 512
