@@ -20,6 +20,7 @@ VALUES = 1
 MASK = 2
 INDEX_WIDTH = 3  # which index-width length a probe row takes (strategies.lengths)
 LONG_LENGTH = 4  # which length of its kind a long-row probe takes (strategies.lengths)
+BULK = 5  # blocks of rows or (batch, head) pairs past values.BULK_FROM (values.sample_groups)
 Q = 11
 K = 12
 V = 13

@@ -56,11 +56,20 @@ from strategies._validation import (
 )
 from strategies.features import ATTENTION_LAYOUTS, QK_VALUE_KINDS, V_VALUE_KINDS, ordered
 from strategies.layouts import has_strided_last_dim, is_aligned, is_noncontiguous, materialize
-from strategies.lengths import INDEX_WIDTH_LENGTHS, draws_index_width, index_width_length, index_width_lengths, length_features, lengths
+from strategies.lengths import (
+    GRID_AXIS_LIMIT,
+    INDEX_WIDTH_LENGTHS,
+    draws_index_width,
+    grid_counts,
+    index_width_length,
+    index_width_lengths,
+    length_features,
+    lengths,
+)
 from strategies.masks import MASK_KINDS, MaskSpec, keep_features, mask_specs
 from strategies.rounding import to_format
 from strategies.specials import SpecialSpec, special_kinds, special_specs
-from strategies.values import ValueRecipe, magnitudes, position_distinct, value_recipes
+from strategies.values import ValueRecipe, magnitudes, position_distinct, sample_groups, value_recipes
 from verify.capabilities import Capabilities
 from verify.dtypes import FORMATS, FloatFormat, get_format
 from verify.tolerance import ILL_CONDITIONED_ARGUMENT_ERROR
@@ -166,7 +175,8 @@ ABSORPTION_MIN_V_VALUE = 2.0**-4
 #: one time in ``ZERO_SCALE_ODDS`` otherwise); ``index-width``: Nk at the edge of 16-bit key
 #: offsets; ``mid-keys``: thousands of keys; ``mid-queries``: a thousand queries or more;
 #: ``many-heads``: many (batch, head) pairs; ``absorption``: see ``ABSORPTION_MIN_KEYS``.
-ATTENTION_PROBES = ("zero-scale", "absorption", "many-heads", "mid-keys", "mid-queries", "index-width")  # cheapest first
+ATTENTION_PROBES = ("zero-scale", "absorption", "many-heads", "mid-keys", "mid-queries", "index-width",
+                    "grid-heads")  # cheapest first
 #: The value of the probe draw that takes each of the probes drawn by it (the two long-sequence
 #: probes share one: a second draw picks the side).
 _PROBE_DRAWS = {"mid-keys": PROBE_ODDS - 1, "mid-queries": PROBE_ODDS - 1, "many-heads": PROBE_ODDS - 2,
@@ -191,6 +201,19 @@ MANY_HEADS_MAX_KV_HEADS = 32
 MANY_HEADS_MAX_GROUP = 8
 MANY_HEADS_MAX_PAIRS = 256
 MANY_HEADS_MAX_SEQ = 16
+#: The grid-heads probe (``probe="grid-heads"`` only, never drawn at random): more (batch, head)
+#: pairs than a CUDA grid axis holds (``lengths.GRID_COUNTS``), all on the batch, all on the
+#: heads, or split between them, each of sequences up to GRID_HEADS_MAX_SEQ and head dims up to
+#: GRID_HEADS_MAX_HEAD_DIM.  Its masks are shared by every pair (GRID_HEADS_MASK_SHAPES): a mask
+#: drawn per pair would take one random stream each.
+GRID_HEADS_MAX_SEQ = 4
+GRID_HEADS_MAX_HEAD_DIM = 16
+GRID_HEADS_AXES = ("batch", "heads", "both")
+GRID_HEADS_MASK_SHAPES = {"b1qk": "11qk", "1hqk": "11qk", "bhqk": "11qk", "hqk": "1qk", "b11k": "11qk",
+                          "bh1k": "11qk", "b1q1": "q1", "bhq1": "q1"}
+#: The work of one grid-heads pair at its largest, in the units of verify.search's estimate
+#: (score entries plus Q, K and V entries).
+GRID_HEADS_PAIR_WORK = GRID_HEADS_MAX_SEQ * GRID_HEADS_MAX_SEQ + 3 * GRID_HEADS_MAX_SEQ * GRID_HEADS_MAX_HEAD_DIM
 
 
 @dataclass(frozen=True, eq=False)
@@ -414,12 +437,10 @@ class AttentionSpec:
             ("v", _rng.V, self.v, self.v_limit),
         ):
             b_n, h_n, n, d = self.shapes[name]
-            x = np.empty((b_n, h_n, n, d))
-            for b in range(b_n):
-                for h in range(h_n):
-                    x[b, h] = recipe.sample(_rng.stream(self.seed, tag, b, h), (n, d), fmt, limit)
-            np.clip(x, -limit, limit, out=x)
-            out[name] = x
+            x = sample_groups((recipe,), b_n * h_n, (n, d), fmt, limit,
+                              lambda g, tag=tag, h_n=h_n: _rng.stream(self.seed, tag, *divmod(g, h_n)),
+                              lambda block, r, tag=tag: _rng.stream(self.seed, _rng.BULK, tag, block, r))
+            out[name] = x.reshape(b_n, h_n, n, d)
         for special in self.specials:
             special.place(out[special.tensor])
         return out
@@ -509,6 +530,8 @@ def attention_features(spec: AttentionSpec) -> tuple[str, ...]:
         found.append("attn:index-width")
     if spec.batch * spec.heads_q >= 16:
         found.append("attn:many-heads")
+    if spec.batch * spec.heads_q > GRID_AXIS_LIMIT:
+        found.append("attn:grid-heads")
     hq, hkv = spec.heads_q, spec.heads_kv
     found.append("attn:mha" if hq == hkv else "attn:mqa" if hkv == 1 else "attn:gqa")
     if spec.seq_q < spec.seq_k:
@@ -629,6 +652,8 @@ class _AttentionConfig:
     roundoffs: dict = field(default_factory=dict)  # format name -> the target's (u_dot, u_c): _tamed_scale
     many_heads: bool = False  # rare cases with many (batch, head) pairs
     many_heads_pairs: int = 0  # at most this many in such a case (attention_cases' many_heads_pairs)
+    grid_pairs: tuple[int, ...] = ()  # pair counts of the grid-heads probe (lengths.GRID_COUNTS)
+    grid_axes: tuple[str, ...] = GRID_HEADS_AXES  # where its pairs may go (caps.max_batch, caps.max_heads)
     absorption: bool = False  # rare absorption probes (see ABSORPTION_MIN_KEYS)
     probe: str | None = None  # every case is this probe (ATTENTION_PROBES)
 
@@ -643,6 +668,9 @@ class _AttentionConfig:
             out["mid-queries"] = "probes=False, or caps.max_length leaves no query length past max_seq"
         if not self.many_heads:
             out["many-heads"] = "probes=False"
+        if not self.grid_pairs or not self.grid_axes:
+            out["grid-heads"] = (f"probes=False, or grid_pairs below {GRID_AXIS_LIMIT + 1} (the search sizes it by "
+                                 "the target's speed), or caps.max_pairs, max_batch and max_heads allow no more")
         if not (self.absorption and self.max_seq >= ABSORPTION_MIN_KEYS):
             out["absorption"] = f"probes=False, or max_seq (within caps) below {ABSORPTION_MIN_KEYS}"
         return out
@@ -701,6 +729,7 @@ def attention_cases(
     probes: bool = True,
     probe: str | None = None,
     many_heads_pairs: int = MANY_HEADS_MAX_PAIRS,
+    grid_pairs: int = 0,
 ) -> SearchStrategy[AttentionCase]:
     """Attention inputs within the target's capabilities, rich in adversarial features.
 
@@ -743,9 +772,18 @@ def attention_cases(
       case (``MANY_HEADS_MAX_PAIRS``, past every GPU's SM count, by default).  Each pair is a
       program of a Triton kernel, which the interpreter runs one after the other (~18 ms
       each): ``verify.search`` sizes it by the target's measured speed.
+    * ``grid_pairs``: the most (batch, head) pairs of a grid-heads case, drawn only when forced
+      (``probe="grid-heads"``) and only where it allows ``lengths.GRID_COUNTS``' 65536 (0, the
+      default: none).  Past 65535 blocks on a grid's second or third axis a kernel fails to
+      launch or leaves pairs unwritten: pairs on the batch alone (the simplest case), on the
+      heads alone, or split between them, of up to ``GRID_HEADS_MAX_SEQ`` queries and keys.
+      ``verify.search`` sizes it by the target's measured speed.
+    * The simplest case of each probe is its strongest (the one a search's probe round tries):
+      the most pairs, keys or queries the probe allows, and sequences long enough that Q and K
+      matter (more than one key).
     """
     config = _attention_config(dtypes, caps, max_seq, max_batch, max_heads, head_dims, special_values, index_widths,
-                               probes, probe, many_heads_pairs)
+                               probes, probe, many_heads_pairs, grid_pairs)
     check_probe(probe, config.unavailable_probes(), ATTENTION_PROBES)
     return _attention_cases(config)
 
@@ -757,9 +795,12 @@ def attention_probes(**kwargs: Any) -> tuple[str, ...]:
 
 
 def _attention_config(dtypes, caps, max_seq, max_batch, max_heads, head_dims, special_values,
-                      index_widths, probes, probe, many_heads_pairs=MANY_HEADS_MAX_PAIRS) -> "_AttentionConfig":
+                      index_widths, probes, probe, many_heads_pairs=MANY_HEADS_MAX_PAIRS,
+                      grid_pairs=0) -> "_AttentionConfig":
     """attention_cases' arguments checked and resolved (see there)."""
     check_positive_int(many_heads_pairs, "many_heads_pairs")
+    check_argument(isinstance(grid_pairs, int) and not isinstance(grid_pairs, bool) and grid_pairs >= 0,
+                   f"grid_pairs must be a non-negative int, got {grid_pairs!r}")
     caps = check_caps(caps)
     formats = resolve_dtypes(dtypes, caps)
     lo, hi = length_bounds(max_seq, "max_seq", caps)
@@ -784,12 +825,13 @@ def _attention_config(dtypes, caps, max_seq, max_batch, max_heads, head_dims, sp
             probes=probes,
             probe=probe,
             many_heads_pairs=many_heads_pairs,
+            grid_pairs=grid_pairs,
         ),
         formats=formats,
         min_seq=lo,
         max_seq=hi,
-        max_batch=max_batch,
-        max_heads=max_heads,
+        max_batch=min(max_batch, caps.max_batch or max_batch),
+        max_heads=min(max_heads, caps.max_heads or max_heads),
         head_dims=dims,
         special_values=specials_on,
         causal=caps.causal and masks_on,
@@ -808,11 +850,27 @@ def _attention_config(dtypes, caps, max_seq, max_batch, max_heads, head_dims, sp
         decode_max_keys=min(hi * DECODE_KEYS_FACTOR, caps.max_length or hi * DECODE_KEYS_FACTOR) if probes else hi,
         roundoffs={f.name: _score_roundoffs(f, caps) for f in formats},
         many_heads=probes,
-        many_heads_pairs=many_heads_pairs,
+        many_heads_pairs=min(many_heads_pairs, caps.max_pairs or many_heads_pairs),
+        grid_pairs=_grid_pairs(grid_pairs, caps) if probes else (),
+        grid_axes=_grid_axes(caps),
         absorption=probes,
         probe=probe,
     )
     return config
+
+
+def _grid_pairs(most: int, caps: Capabilities) -> tuple[int, ...]:
+    """The grid-heads probe's pair counts: ``lengths.grid_counts`` within ``caps.max_pairs``."""
+    return grid_counts(most if caps.max_pairs is None else min(most, caps.max_pairs))
+
+
+def _grid_axes(caps: Capabilities) -> tuple[str, ...]:
+    """Where the grid-heads probe may put its pairs: the batch or the heads alone where the target
+    takes more than GRID_AXIS_LIMIT of them, both (each at most 1024) where it takes 1024."""
+    allowed = {"batch": caps.max_batch is None or caps.max_batch > GRID_AXIS_LIMIT,
+               "heads": caps.max_heads is None or caps.max_heads > GRID_AXIS_LIMIT,
+               "both": all(m is None or m >= 1024 for m in (caps.max_batch, caps.max_heads))}
+    return tuple(a for a in GRID_HEADS_AXES if allowed[a])
 
 
 def _score_roundoffs(fmt: FloatFormat, caps: Capabilities) -> tuple[float, float]:
@@ -1070,20 +1128,23 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
             sides = [c.probe[len("mid-"):]]
         long_side = draw(st.sampled_from(sides)) if sides else None  # shrinks to keys
     if long_side is not None:
+        # One probe case in three, and its simplest case (the one the probe round tries), is the
+        # longest side against the most of the other; the rest at the edges of lengths.  Drawn at
+        # random, only the queries' side (as before 2026-12-01): a failure then shrinks to few keys.
+        full = draw(st.integers(0, 2)) == 0
+        full_keys = full and c.probe == "mid-keys"
         if long_side == "keys":
-            # Many key blocks (a few thousand keys).
-            seq_k = draw(lengths(c.max_seq + 1, c.mid_keys_max))
-            seq_q = min(seq_q, MID_KEYS_MAX_QUERIES)
+            # Many key blocks (a few thousand keys; MID_KEYS_MAX is one past a power of two).
+            seq_k = c.mid_keys_max if full_keys else draw(lengths(c.max_seq + 1, c.mid_keys_max))
+            seq_q = min(c.max_seq, MID_KEYS_MAX_QUERIES) if full_keys else min(seq_q, MID_KEYS_MAX_QUERIES)
         else:
-            # Many query tiles, each against a few keys (see MID_QUERIES_MAX).  One probe in
-            # three, and its simplest case (the one the probe round tries), takes the largest
+            # Many query tiles, each against a few keys (see MID_QUERIES_MAX).  The longest is a
             # power of two: an exact multiple of every power-of-two tile, where a grid of
             # Nq // BLOCK_M + 1 tiles runs one too many and a last-tile test of
             # Nq % BLOCK_M != 0 takes the wrong branch.
             top = 1 << (c.mid_queries_max.bit_length() - 1)
-            exact = draw(st.integers(0, 2)) == 0 and top > c.max_seq
-            seq_q = top if exact else draw(lengths(c.max_seq + 1, c.mid_queries_max))
-            seq_k = min(seq_k, MID_QUERIES_MAX_KEYS)
+            seq_q = top if full and top > c.max_seq else draw(lengths(c.max_seq + 1, c.mid_queries_max))
+            seq_k = min(c.max_seq, MID_QUERIES_MAX_KEYS) if full else min(seq_k, MID_QUERIES_MAX_KEYS)
         # Either way the rest of the case is kept small.
         batch, heads_kv, group = 1, min(heads_kv, 2), min(group, 2)
         head_dim = _small_head_dim(head_dim, c.head_dims, MID_KEYS_MAX_HEAD_DIM)
@@ -1099,9 +1160,32 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         group = largest_first(draw, 1, MANY_HEADS_MAX_GROUP) if c.gqa else 1
         heads_kv = largest_first(draw, 1, MANY_HEADS_MAX_KV_HEADS)
         heads_kv = max(1, min(heads_kv, c.many_heads_pairs // (batch * group)))
-        seq_k = min(seq_k, MANY_HEADS_MAX_SEQ)
-        seq_q = min(seq_q, MANY_HEADS_MAX_SEQ)
+        # The longest first: with one key every query's output is that key's value, whatever Q
+        # and K hold, so a pair's misread Q or K would not show.
+        # Forced (the probe round) only: a failure drawn at random shrinks to the shortest.
+        top = max(c.min_seq, min(c.max_seq, MANY_HEADS_MAX_SEQ))
+        if c.probe == "many-heads":
+            seq_k, seq_q = largest_first(draw, c.min_seq, top), largest_first(draw, c.min_seq, top)
+        else:
+            seq_k, seq_q = min(seq_k, top), min(seq_q, top)
         head_dim = _small_head_dim(head_dim, c.head_dims, LONG_KEY_MAX_HEAD_DIM)
+    elif c.probe == "grid-heads":
+        # More pairs than a grid axis holds: the most first, all on the batch first (the second
+        # or third grid axis of any kernel that gives the batch, or batch x heads, one).
+        pairs = c.grid_pairs[-1 - draw(st.integers(0, len(c.grid_pairs) - 1))]
+        axis = draw(st.sampled_from(c.grid_axes))
+        top = max(c.min_seq, min(c.max_seq, GRID_HEADS_MAX_SEQ))
+        seq_k, seq_q = largest_first(draw, c.min_seq, top), largest_first(draw, c.min_seq, top)
+        head_dim = _small_head_dim(head_dim, c.head_dims, GRID_HEADS_MAX_HEAD_DIM)
+        shared = c.gqa and draw(st.booleans())  # the query heads' K/V: one each, or shared (MQA)
+        if axis == "batch":
+            batch, heads = pairs, 1
+        elif axis == "heads":
+            batch, heads = 1, pairs
+        else:
+            batch = 1 << (pairs.bit_length() // 2)
+            heads = -(-pairs // batch)
+        heads_kv, group = (1, heads) if shared else (heads, 1)
     if head_dim > WIDE_HEAD_DIM:
         # Rows this wide cost the oracle's exact fallback seconds each: keep the rest small.
         seq_q, seq_k = min(seq_q, WIDE_HEAD_MAX_SEQ), min(seq_k, WIDE_HEAD_MAX_SEQ)
@@ -1138,6 +1222,8 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
             groups = (MASK_SHAPES_BY_RANK + ((QUERY_BROADCAST_SHAPES,) if mask.kind in KEY_MASK_KINDS else ())
                       + ((KEY_BROADCAST_SHAPES,) if mask.kind in KEY_BROADCAST_KINDS and c.mask_key_broadcast else ()))
             mask_shape = draw(st.sampled_from(draw(st.sampled_from(groups))))
+            if c.probe == "grid-heads":
+                mask_shape = GRID_HEADS_MASK_SHAPES.get(mask_shape, mask_shape)
         mask_layout = draw(st.sampled_from(c.mask_layouts))
         if causal and not c.causal_with_mask:
             mask, mask_shape = None, "qk"

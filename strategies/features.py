@@ -23,6 +23,8 @@ shape:3d               softmax input of shape (batch, rows, length)
 shape:4d               softmax input of shape (batch, heads, rows, length): two leading dims to flatten
 rows:many              softmax input of more than 32 rows in all: more rows than a persistent
                        grid has programs, so each program takes several rows in turn
+rows:grid              softmax input of more than 65535 rows in all: past a CUDA grid axis
+                       (the grid-rows probe)
 len:long               softmax row longer than 1024: several blocks of a long-row tiling
 values:explicit        small input drawn element by element (spec holds the values)
 rows:mixed-ranges      rows of one matrix drawn from different value recipes
@@ -52,6 +54,7 @@ attn:long-keys         Nk >= 512 (many key blocks; the size profiles stop below)
 attn:long-queries      Nq >= 512 (many query tiles; the CPU size profile stops below)
 attn:index-width       Nk >= 32767, at the edge of 16-bit key offsets
 attn:many-heads        B * Hq >= 16 (a persistent grid's programs take several pairs)
+attn:grid-heads        B * Hq > 65535: past a CUDA grid axis (the grid-heads probe)
 mask-shape:<shape>     broadcast shape of the boolean mask: (Nq,Nk), (1,1,Nq,Nk),
                        (B,1,Nq,Nk), (1,Hq,Nq,Nk), (B,Hq,Nq,Nk), (B,1,1,Nk), (B,Hq,1,Nk), and 3-d
                        (1,Nq,Nk), (Hq,Nq,Nk), and over the queries alone (Nq,1), (B,1,Nq,1),
@@ -133,13 +136,13 @@ SOFTMAX_LAYOUTS = (
 )
 #: Softmax layouts that only differ from contiguous for a 3-D or 4-D input.
 SOFTMAX_LEADING_LAYOUTS = ("batch-sliced", "lead-permuted")
-ATTENTION_LAYOUTS = ("contiguous", "bnhd", "head-dim-padded", "strided-seq", "dim-major", "misaligned")
+ATTENTION_LAYOUTS = ("contiguous", "bnhd", "head-dim-padded", "strided-seq", "dim-major", "seq-sliced", "misaligned")
 
 #: Features a softmax case can carry.
 SOFTMAX_FEATURES: tuple[str, ...] = (
     _DTYPE
     + _LENGTH
-    + ("shape:3d", "shape:4d", "rows:many", "len:long", "values:explicit", "rows:mixed-ranges")
+    + ("shape:3d", "shape:4d", "rows:many", "rows:grid", "len:long", "values:explicit", "rows:mixed-ranges")
     + tuple(f"mag:{k}" for k in SOFTMAX_VALUE_KINDS)
     + ("mag:tiny-scale", "mag:huge-scale")
     + _MASK
@@ -154,7 +157,7 @@ ATTENTION_FEATURES: tuple[str, ...] = (
     + _LENGTH
     + ("attn:mha", "attn:gqa", "attn:mqa", "attn:nq<nk", "attn:nq>nk", "attn:decode")
     + ("attn:causal", "attn:bool-mask", "attn:causal+mask")
-    + ("attn:long-keys", "attn:long-queries", "attn:index-width", "attn:many-heads")
+    + ("attn:long-keys", "attn:long-queries", "attn:index-width", "attn:many-heads", "attn:grid-heads")
     + tuple(f"mask-shape:{s}" for s in ("qk", "11qk", "b1qk", "1hqk", "bhqk", "1qk", "hqk", "b11k", "bh1k",
                                          "q1", "b1q1", "bhq1"))
     + tuple(f"mask-layout:{s}" for s in ("sliced", "transposed", "expanded"))

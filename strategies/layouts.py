@@ -31,6 +31,10 @@ Attention (B, H, N, D):
                    has stride N, not 1.  Kernels that hard-code a unit stride there read
                    the wrong entries; ``Capabilities.unit_last_stride`` keeps it from targets
                    that refuse it.
+  seq-sliced       the first N positions of a longer (B, H, N + 3, D) buffer, as K and V are
+                   sliced out of a preallocated KV cache: rows dense (stride D), but the head
+                   and batch strides are not N x D, so a kernel that derives them from the
+                   shape reads the next head's rows from the cache's unused tail.
 """
 
 from __future__ import annotations
@@ -75,6 +79,9 @@ def plan(layout: str, shape: tuple[int, ...]) -> Plan:
     if layout == "dim-major":
         bsz, heads, seq, dim = shape
         return (bsz, heads, dim, seq), lambda b: b.transpose(-1, -2)
+    if layout == "seq-sliced":
+        bsz, heads, seq, dim = shape
+        return (bsz, heads, seq + _GAP, dim), lambda b: b[:, :, :seq, :]
     if layout == "strided-seq":
         bsz, heads, seq, dim = shape
         return (bsz, heads, 2 * seq, dim), lambda b: b[:, :, ::2, :]

@@ -225,6 +225,21 @@ def index_width_length(candidates: tuple[int, ...], seed: int) -> int:
     return candidates[int(_rng.stream(seed, _rng.INDEX_WIDTH).integers(len(candidates)))]
 
 
+#: A CUDA grid's second and third axes hold at most this many blocks (its first, 2**31 - 1).  A
+#: kernel that puts the rows, the (batch, head) pairs, the batch or the heads on one of them
+#: fails to launch past it ("invalid configuration argument": pytorch #142228 and #146704,
+#: xformers #845), or, its grid clamped, leaves the rest unwritten.
+GRID_AXIS_LIMIT = 65535
+#: Counts of the grid probes: one and two past the limit, and past 2, 4 and 16 times it (a
+#: kernel that takes a few rows a program has a grid that many times shorter).
+GRID_COUNTS = (65536, 65537, 131073, 262145, 1048577)
+
+
+def grid_counts(most: int) -> tuple[int, ...]:
+    """The ``GRID_COUNTS`` of at most ``most``, smallest first (empty below 65536)."""
+    return tuple(n for n in GRID_COUNTS if n <= most)
+
+
 #: Tiles of kernels that walk a long row in blocks, or split it between programs: a
 #: block loop, a chunked (split-row) reduction and a separate long-row path all go wrong
 #: at multiples of these, one short of them or one over.

@@ -48,7 +48,9 @@ from strategies._validation import (
 from strategies.features import SOFTMAX_LAYOUTS, SOFTMAX_LEADING_LAYOUTS, SOFTMAX_VALUE_KINDS, ordered
 from strategies.layouts import is_noncontiguous, materialize
 from strategies.lengths import (
+    GRID_AXIS_LIMIT,
     draws_index_width,
+    grid_counts,
     index_width_length,
     index_width_lengths,
     length_features,
@@ -60,7 +62,7 @@ from strategies.lengths import (
 from strategies.masks import MASK_KINDS, MaskSpec, keep_features, mask_specs
 from strategies.rounding import to_format
 from strategies.specials import SpecialSpec, special_kinds, special_specs
-from strategies.values import ValueRecipe, position_distinct, value_recipes
+from strategies.values import ValueRecipe, position_distinct, sample_groups, value_recipes
 from verify.capabilities import Capabilities
 from verify.dtypes import FloatFormat, get_format
 
@@ -97,9 +99,15 @@ MANY_ROWS_MAX_LENGTH = 32
 #: ones with the most entries, and spent most of 300-example bfloat16 and float64 runs
 #: on 600 x 32 inputs (2026-11-29).
 MANY_ROWS_SPAN = 4
+#: What a row costs a target or the oracle, in entries (a kernel's program, the oracle's row):
+#: the unit of ``probe_entries`` is an entry, and a row costs ROW_COST more.
+ROW_COST = 32
+#: The grid-rows probe (``probe="grid-rows"`` only, never drawn at random): more rows in all
+#: than a CUDA grid axis holds (``lengths.GRID_COUNTS``), of at most this many entries each.
+GRID_ROWS_MAX_LENGTH = 16
 #: The rare probes of ``softmax_cases``, by name: ``probe=`` draws only that one (and
 #: ``softmax_probes`` says which the arguments allow).
-SOFTMAX_PROBES = ("four-d", "many-rows", "long-row", "index-width")  # cheapest first
+SOFTMAX_PROBES = ("four-d", "many-rows", "long-row", "index-width", "grid-rows")  # cheapest first
 
 
 @dataclass(frozen=True)
@@ -248,13 +256,10 @@ class SoftmaxSpec:
         if self.explicit is not None:
             x = np.array(self.explicit, dtype=np.float64)[None]
         else:
-            x = np.empty((self.slabs, self.rows, self.length))
-            flat = x.reshape(-1, self.length)
-            for g in range(flat.shape[0]):
-                recipe = self.recipes[g % len(self.recipes)]
-                rng = _rng.stream(self.seed, _rng.VALUES, g)
-                flat[g] = recipe.sample(rng, (self.length,), fmt, fmt.max_finite)
-            np.clip(x, -fmt.max_finite, fmt.max_finite, out=x)
+            x = sample_groups(self.recipes, self.total_rows, (self.length,), fmt, fmt.max_finite,
+                              lambda g: _rng.stream(self.seed, _rng.VALUES, g),
+                              lambda block, r: _rng.stream(self.seed, _rng.BULK, _rng.VALUES, block, r))
+            x = x.reshape(self.slabs, self.rows, self.length)
         x[~self.keep()] = -np.inf
         flat = x.reshape(-1, self.length)
         for special in self.specials:
@@ -280,6 +285,8 @@ def softmax_features(spec: SoftmaxSpec) -> tuple[str, ...]:
     total_rows = spec.total_rows
     if total_rows > MANY_FEATURE_ROWS:
         found.append("rows:many")
+    if total_rows > GRID_AXIS_LIMIT:
+        found.append("rows:grid")
     if spec.length > LONG_FEATURE_LENGTH:
         found.append("len:long")
     if spec.explicit is not None:
@@ -363,6 +370,7 @@ class _SoftmaxConfig:
     many_rows: tuple[int, int] | None = None  # total rows of the many-rows probe, past max_rows
     many_max_length: int = MANY_ROWS_MAX_LENGTH  # their length
     many_entries: int = 0  # and their entries in all
+    grid_rows: tuple[int, ...] = ()  # row counts of the grid-rows probe (lengths.GRID_COUNTS)
     probe: str | None = None  # every case is this probe (SOFTMAX_PROBES)
 
     def unavailable_probes(self) -> dict[str, str]:
@@ -379,6 +387,9 @@ class _SoftmaxConfig:
             out["many-rows"] = f"many_rows=False, or max_rows >= {MANY_ROWS[1]}"
         if not self.four_d:
             out["four-d"] = "four_d=False"
+        if not self.grid_rows:
+            out["grid-rows"] = (f"grid_rows below {GRID_AXIS_LIMIT + 1} (the search sizes it by the target's "
+                                "speed), or elementwise=True")
         return out
 
     def __repr__(self) -> str:
@@ -402,6 +413,8 @@ def softmax_cases(
     many_rows: bool = True,
     four_d: bool = True,
     probe: str | None = None,
+    probe_entries: int = 0,
+    grid_rows: int = 0,
 ) -> SearchStrategy[SoftmaxCase]:
     """Softmax inputs within the target's capabilities, rich in adversarial features.
 
@@ -438,10 +451,21 @@ def softmax_cases(
       = ceil(rows / heads)); False keeps inputs 2-D and 3-D.
     * ``probe``: one of ``SOFTMAX_PROBES``: every case is that probe (the rest drawn as
       usual), so that a search can try each probe whatever its luck with the rare draws
-      (``softmax_probes`` lists those the other arguments allow).  None: drawn rarely.
+      (``softmax_probes`` lists those the other arguments allow).  None: drawn rarely, but
+      for ``grid-rows``, which is drawn only when forced.
+    * ``probe_entries``: 0, or the cost of a many-rows case in entries, each of its rows costing
+      ``ROW_COST`` more: up to ``MANY_ROWS[1]`` rows (fewer where it allows fewer, ``MANY_ROWS[0]``
+      at least) of up to ``max_length`` entries.  0: ``MANY_ROWS_SPAN * max_length`` entries.
+    * ``grid_rows``: the most rows of a grid-rows case, drawn only when forced
+      (``probe="grid-rows"``) and only where it allows ``lengths.GRID_COUNTS``' 65536 (0, the
+      default: none): past the 65535 blocks of a CUDA grid's second axis, rows of 2 to
+      ``GRID_ROWS_MAX_LENGTH`` entries.  ``verify.search`` sizes both by the target's measured
+      speed and passes them to its probe round alone.
+    * The simplest case of each probe is its strongest: a many-rows case has the most rows
+      and entries, a grid-rows case the most rows and the longest ones.
     """
     config = _softmax_config(dtypes, caps, max_length, max_rows, special_values, masks, elementwise, index_widths,
-                             long_rows, many_rows, four_d, probe)
+                             long_rows, many_rows, four_d, probe, probe_entries, grid_rows)
     check_probe(probe, config.unavailable_probes(), SOFTMAX_PROBES)
     return _softmax_cases(config)
 
@@ -453,7 +477,7 @@ def softmax_probes(**kwargs: Any) -> tuple[str, ...]:
 
 
 def _softmax_config(dtypes, caps, max_length, max_rows, special_values, masks, elementwise, index_widths,
-                    long_rows, many_rows, four_d, probe) -> _SoftmaxConfig:
+                    long_rows, many_rows, four_d, probe, probe_entries=0, grid_rows=0) -> _SoftmaxConfig:
     """softmax_cases' arguments checked and resolved (see there)."""
     caps = check_caps(caps)
     formats = resolve_dtypes(dtypes, caps)
@@ -488,8 +512,13 @@ def _softmax_config(dtypes, caps, max_length, max_rows, special_values, masks, e
         many_rows=many_rows,
         four_d=four_d,
         probe=probe,
+        probe_entries=probe_entries,
+        grid_rows=grid_rows,
     )
     check_optional_bool(index_widths, "index_widths")
+    for value, name in ((probe_entries, "probe_entries"), (grid_rows, "grid_rows")):
+        check_argument(isinstance(value, int) and not isinstance(value, bool) and value >= 0,
+                       f"{name} must be a non-negative int, got {value!r}")
     for value, name in ((long_rows, "long_rows"), (many_rows, "many_rows"), (four_d, "four_d")):
         check_bool(value, name)
     probes = not elementwise
@@ -499,13 +528,21 @@ def _softmax_config(dtypes, caps, max_length, max_rows, special_values, masks, e
     if long_rows and probes:
         long_range = long_length_range(lo, long_cap if caps.max_length is None else min(caps.max_length, long_cap), hi)
     many_lo, many_hi = max(MANY_ROWS[0], max_rows + 1), MANY_ROWS[1]
+    if probe_entries:
+        # Sized by the caller: rows of ROW_COST plus their entries within probe_entries.
+        many_hi = min(many_hi, max(many_lo, probe_entries // (ROW_COST + max(lo, 2))))
     many = (many_lo, many_hi) if many_rows and probes and many_lo <= many_hi else None
-    # Short rows keep a many-rows example cheap; a target's minimum length still rules.
-    many_length = min(hi, max(lo, MANY_ROWS_MAX_LENGTH))
+    # Short rows keep a many-rows example cheap, unless probe_entries affords more; a target's
+    # minimum length still rules.
+    many_entries = MANY_ROWS_SPAN * hi
+    if probe_entries:
+        many_entries = max(many_lo * lo, probe_entries - many_hi * ROW_COST)
+    many_length = min(hi, max(lo, MANY_ROWS_MAX_LENGTH, many_entries // many_hi))
     long_kinds = long_length_kinds(*long_range) if long_range else ()
+    grid = grid_counts(grid_rows) if probes else ()
     config = _SoftmaxConfig(call, formats, lo, hi, max_rows, specials_on, masks_on, caps.noncontiguous, elementwise,
                             wide, four_d and probes, long_range, long_kinds, many, many_length,
-                            MANY_ROWS_SPAN * hi, probe)
+                            many_entries, grid, probe)
     return config
 
 
@@ -528,7 +565,11 @@ def _softmax_cases(draw: st.DrawFn, c: _SoftmaxConfig) -> SoftmaxCase:
         forced = c.probe
         if forced is not None:
             wide = forced == "index-width"
-            batch = max(batch, 1) if forced == "four-d" else batch
+        if forced == "four-d":
+            # The probe's simplest case its strongest: every leading dim past 1, rows of max_length
+            # (one entry's softmax is 1, whichever entry was read).
+            batch = largest_first(draw, 1, MAX_BATCH)
+            rows, length = largest_first(draw, 1, c.max_rows), largest_first(draw, c.min_length, c.max_length)
         # Each probe's choices are drawn whether or not it is taken, so that the ordinary
         # case costs as many choices as a probe (see the comment on recipes below).
         if c.four_d:
@@ -546,13 +587,26 @@ def _softmax_cases(draw: st.DrawFn, c: _SoftmaxConfig) -> SoftmaxCase:
         many = False
         if c.many_rows is not None:
             many = rare(draw, MANY_ROWS_ODDS) if forced is None else forced == "many-rows"
-            many_total = draw(lengths(*c.many_rows))  # counts at the same edges as lengths
-            many_length = draw(lengths(c.min_length, c.many_max_length))
-        if wide:  # one long row: the cost stays that of an ordinary example
+            # Forced (the probe round), the most rows of the longest length one time in three and
+            # in the simplest case; else counts and lengths at the same edges as lengths (and a
+            # failure drawn at random shrinks to the fewest, shortest rows).
+            full = draw(st.integers(0, 2)) == 0 and forced == "many-rows"
+            many_total = c.many_rows[1] if full else draw(lengths(*c.many_rows))
+            many_length = c.many_max_length if full else draw(lengths(c.min_length, c.many_max_length))
+        if forced == "grid-rows":
+            # The most rows first, and the longest; two entries at least (where allowed): a
+            # one-entry row's softmax is 1, whichever row was read.
+            total = c.grid_rows[-1 - draw(st.integers(0, len(c.grid_rows) - 1))]
+            top = max(c.min_length, min(c.max_length, GRID_ROWS_MAX_LENGTH))
+            length, heads = largest_first(draw, min(top, max(c.min_length, 2)), top), 0
+            rows = -(-total // max(batch, 1))
+        elif wide:  # one long row: the cost stays that of an ordinary example
             length, rows, batch, heads = index_width_length(c.index_lengths, seed), 1, 0, 0
         elif long_row:
             # One or two rows: two show a kernel that carries a long row's state into the next.
-            length, batch, heads = long_length(*c.long_range, long_kind, seed), 0, 0
+            # With a batch drawn, as (1, rows, N): a long-row path must flatten the leading dims
+            # too, not take the rows from dim 0.
+            length, batch, heads = long_length(*c.long_range, long_kind, seed), min(batch, 1), 0
             rows = 2 if rows % 2 == 0 and 2 * length <= c.long_range[1] else 1
         elif many:
             length = max(c.min_length, min(many_length, c.many_entries // many_total))

@@ -24,13 +24,15 @@ from strategies import (
 )
 from strategies import attention as A
 from strategies import softmax as S
-from strategies.lengths import INDEX_WIDTH_LENGTHS
+from strategies.lengths import GRID_AXIS_LIMIT, GRID_COUNTS, INDEX_WIDTH_LENGTHS
 from verify import search
 from verify.capabilities import Capabilities
 from verify.dtypes import get_format
 
 _QUIET = dict(deadline=None, database=None, derandomize=True, suppress_health_check=list(HealthCheck))
 MAX_LENGTH, MAX_ROWS, MAX_SEQ = 300, 8, 96
+#: The grid probes' sizes, as the search passes them for a fast target (grid_count).
+GRID = {"softmax": dict(grid_rows=GRID_COUNTS[-1]), "attention": dict(grid_pairs=GRID_COUNTS[2])}
 
 
 def _softmax_probe_holds(probe: str, case) -> bool:
@@ -39,8 +41,9 @@ def _softmax_probe_holds(probe: str, case) -> bool:
     return {
         "index-width": s.length in INDEX_WIDTH_LENGTHS and total_rows == 1,
         "long-row": MAX_LENGTH < s.length <= 16385 and total_rows <= 2,
-        "many-rows": total_rows > MAX_ROWS and s.length <= 32,
+        "many-rows": MAX_ROWS < total_rows <= S.MANY_ROWS[1] and s.length <= MAX_LENGTH,
         "four-d": s.heads >= 1 and s.batch >= 1 and "shape:4d" in case.features,
+        "grid-rows": total_rows > GRID_AXIS_LIMIT and s.length <= S.GRID_ROWS_MAX_LENGTH and "rows:grid" in case.features,
     }[probe]
 
 
@@ -53,24 +56,28 @@ def _attention_probe_holds(probe: str, case) -> bool:
         "mid-queries": MAX_SEQ < s.seq_q <= A.MID_QUERIES_MAX and s.seq_k <= A.MID_QUERIES_MAX_KEYS,
         "many-heads": max(s.seq_q, s.seq_k) <= A.MANY_HEADS_MAX_SEQ and s.batch <= A.MANY_HEADS_MAX_BATCH,
         "absorption": s.k.kind == "key-spike" and s.v.kind == "ends-opposed" and s.q.kind == "constant",
+        "grid-heads": (s.batch * s.heads_q > GRID_AXIS_LIMIT and max(s.seq_q, s.seq_k) <= A.GRID_HEADS_MAX_SEQ
+                       and "attn:grid-heads" in case.features
+                       and (s.mask is None or s.mask_shape in ("qk", "11qk", "1qk", "q1"))),  # masks shared by all pairs
     }[probe]
 
 
 @pytest.mark.parametrize("probe", SOFTMAX_PROBES)
 def test_a_forced_softmax_probe_is_drawn_every_time(probe: str) -> None:
-    @settings(max_examples=12, **_QUIET)
-    @given(softmax_cases(dtypes=("float32", "float16"), max_length=MAX_LENGTH, max_rows=MAX_ROWS, probe=probe))
+    @settings(max_examples=4 if probe.startswith("grid") else 12, **_QUIET)
+    @given(softmax_cases(dtypes=("float32", "float16"), max_length=MAX_LENGTH, max_rows=MAX_ROWS, probe=probe,
+                         **GRID["softmax"]))
     def every(case) -> None:
         assert _softmax_probe_holds(probe, case), case.describe()
-        assert sum(_softmax_probe_holds(p, case) for p in ("index-width", "long-row", "many-rows")) <= 1
+        assert sum(_softmax_probe_holds(p, case) for p in ("index-width", "long-row", "many-rows", "grid-rows")) <= 1
 
     every()
 
 
 @pytest.mark.parametrize("probe", ATTENTION_PROBES)
 def test_a_forced_attention_probe_is_drawn_every_time(probe: str) -> None:
-    @settings(max_examples=12, **_QUIET)
-    @given(attention_cases(dtypes=("float32", "float16"), max_seq=MAX_SEQ, probe=probe))
+    @settings(max_examples=4 if probe.startswith("grid") else 12, **_QUIET)
+    @given(attention_cases(dtypes=("float32", "float16"), max_seq=MAX_SEQ, probe=probe, **GRID["attention"]))
     def every(case) -> None:
         assert _attention_probe_holds(probe, case), case.describe()
         if probe != "index-width":
@@ -96,15 +103,37 @@ def test_the_simplest_case_of_a_forced_probe_is_its_strongest() -> None:
     assert s.heads_q // s.heads_kv == A.MANY_HEADS_MAX_GROUP and s.heads_kv >= 2  # h // group != h % Hkv
     assert s.q.kind == "slab-levels"
     assert "attn:many-heads" in many.features
+    assert s.seq_q == s.seq_k == A.MANY_HEADS_MAX_SEQ  # with one key, Q and K do not matter
     zero = find(attention_cases(dtypes=("float16",), max_seq=MAX_SEQ, probe="zero-scale"), lambda c: True, **first)
     assert zero.spec.scale == 0.0 and zero.spec.seq_k >= A.ZERO_SCALE_MIN_KEYS  # one key: every scale agrees
+    keys = find(attention_cases(dtypes=("float16",), max_seq=MAX_SEQ, probe="mid-keys"), lambda c: True, **first)
+    assert (keys.spec.seq_k, keys.spec.seq_q) == (A.MID_KEYS_MAX, A.MID_KEYS_MAX_QUERIES)
+    queries = find(attention_cases(dtypes=("float16",), max_seq=MAX_SEQ, probe="mid-queries"), lambda c: True, **first)
+    assert (queries.spec.seq_q, queries.spec.seq_k) == (A.MID_QUERIES_MAX - 1, A.MID_QUERIES_MAX_KEYS)
+    grid = find(attention_cases(dtypes=("float16",), max_seq=MAX_SEQ, probe="grid-heads", **GRID["attention"]),
+                lambda c: True, **first)
+    s = grid.spec
+    assert s.batch == GRID_COUNTS[2] and s.heads_q == 1 and s.seq_q == s.seq_k == A.GRID_HEADS_MAX_SEQ
     four = find(softmax_cases(probe="four-d"), lambda c: True, **first)
     assert four.spec.heads == S.MAX_HEADS and "shape:4d" in four.features
+    assert four.spec.batch == S.MAX_BATCH and four.spec.length == 300  # a one-entry row's softmax is 1
+    many = find(softmax_cases(probe="many-rows"), lambda c: True, **first)
+    assert many.spec.total_rows == S.MANY_ROWS[1] and many.spec.length == S.MANY_ROWS_SPAN * 300 // S.MANY_ROWS[1]
+    sized = find(softmax_cases(probe="many-rows", probe_entries=S.MANY_ROWS[1] * (300 + S.ROW_COST)), lambda c: True,
+                 **first)
+    assert sized.spec.total_rows == S.MANY_ROWS[1] and sized.spec.length == 300  # tall rows where affordable
+    small = find(softmax_cases(probe="many-rows", probe_entries=500), lambda c: True, **first)
+    assert small.spec.total_rows == S.MANY_ROWS[0]  # a slow target's: the fewest rows
+    tall = find(softmax_cases(probe="grid-rows", **GRID["softmax"]), lambda c: True, **first)
+    assert tall.spec.total_rows == GRID_COUNTS[-1] and tall.spec.length == S.GRID_ROWS_MAX_LENGTH
 
 
 def test_which_probes_the_arguments_allow_and_clear_errors_otherwise() -> None:
-    assert softmax_probes() == SOFTMAX_PROBES
-    assert attention_probes() == ATTENTION_PROBES
+    assert softmax_probes() == SOFTMAX_PROBES[:-1]  # grid-rows: only where the search sizes it
+    assert softmax_probes(grid_rows=GRID_AXIS_LIMIT + 1) == SOFTMAX_PROBES
+    assert attention_probes() == ATTENTION_PROBES[:-1]
+    assert attention_probes(grid_pairs=GRID_AXIS_LIMIT + 1) == ATTENTION_PROBES
+    assert attention_probes(grid_pairs=GRID_AXIS_LIMIT) == ATTENTION_PROBES[:-1]
     assert softmax_probes(elementwise=True) == ()
     assert softmax_probes(caps=Capabilities(max_length=1000), max_length=300) == ("four-d", "many-rows", "long-row")
     assert softmax_probes(many_rows=False, four_d=False) == ("long-row", "index-width")
@@ -151,7 +180,7 @@ def test_the_search_tries_every_probe_after_a_tenth() -> None:
     assert len(seen) == n
     first = int(n * search.PROBE_ROUND_AT)
     probes = search.probe_round(get_target(name), "float16", search.CheckOptions(max_examples=n))
-    assert probes == SOFTMAX_PROBES
+    assert probes == SOFTMAX_PROBES[:-1]  # grid-rows comes after, sized by the speed
     for i, probe in enumerate(probes):
         assert _softmax_probe_holds(probe, seen[first + i]), (probe, seen[first + i].describe())
 
@@ -177,6 +206,42 @@ def test_a_campaign_cell_tries_the_probes_in_its_first_chunk_only() -> None:
     assert run.chunks >= 2 and run.cell.examples == len(seen) == 60
     args = search._strategy_args(target, "float16", base)
     first = settings(max_examples=1, phases=[Phase.generate], **_QUIET)
-    for probe in SOFTMAX_PROBES:
+    for probe in SOFTMAX_PROBES[:-1]:
+        if probe == "many-rows":
+            continue  # sized by the speed measured in the chunk
         simplest = find(softmax_cases(**args, probe=probe), lambda c: True, settings=first)
         assert sum(c.spec == simplest.spec for c in seen) == 1, probe
+
+
+def test_the_grid_probes_keep_within_declared_limits() -> None:
+    """A target that refuses a batch or a head count past 65535 (sdpa-flash on the H200) gets its
+    pairs split between the two; one that refuses more pairs in all (compiled FlexAttention) gets
+    no grid-heads probe, and says why."""
+    first = settings(max_examples=1, phases=[Phase.generate], **_QUIET)
+    flash_like = Capabilities(max_batch=65535, max_heads=65535)
+    case = find(attention_cases(caps=flash_like, max_seq=MAX_SEQ, probe="grid-heads", **GRID["attention"]),
+                lambda c: True, settings=first)
+    s = case.spec
+    assert s.batch <= 65535 and s.heads_q <= 65535 and s.batch * s.heads_q > GRID_AXIS_LIMIT
+    efficient_like = Capabilities(max_heads=65535)
+    case = find(attention_cases(caps=efficient_like, max_seq=MAX_SEQ, probe="grid-heads", **GRID["attention"]),
+                lambda c: True, settings=first)
+    assert case.spec.batch > GRID_AXIS_LIMIT  # the batch alone is still the simplest
+    assert "grid-heads" not in attention_probes(caps=Capabilities(max_pairs=65535), **GRID["attention"])
+    with pytest.raises(InvalidArgument, match="caps.max_pairs"):
+        attention_cases(caps=Capabilities(max_pairs=65535), probe="grid-heads", **GRID["attention"])
+    limited = Capabilities(max_batch=2, max_heads=3)
+    for case in _draw_many(attention_cases(caps=limited, max_seq=MAX_SEQ), 60):
+        assert case.spec.batch <= 2 and case.spec.heads_q <= 3 or "attn:many-heads" in case.features
+
+
+def _draw_many(strategy, n: int) -> list:
+    seen = []
+
+    @settings(max_examples=n, phases=[Phase.generate], **_QUIET)
+    @given(strategy)
+    def collect(case) -> None:
+        seen.append(case)
+
+    collect()
+    return seen

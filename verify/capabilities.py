@@ -40,6 +40,11 @@ class Capabilities:
     # Q, K and V's head dim must have stride 1 (no dim-major layout; implied by layout_alignment > 1).
     unit_last_stride: bool = False
     gqa: bool = True  # Hq a multiple of Hkv, Hq != Hkv
+    # The most batch entries, query heads and (batch, query head) pairs taken (None: any); only
+    # the grid-heads probe goes past 65535, a CUDA grid axis's limit.
+    max_batch: int | None = None
+    max_heads: int | None = None
+    max_pairs: int | None = None
     head_dim_min: int = 1
     head_dim_max: int = 512
     head_dim_multiple: int = 1
@@ -60,6 +65,9 @@ class Capabilities:
             raise ValueError("layout_alignment must be a power of two (bytes)")
         if not 1 <= self.head_dim_min <= self.head_dim_max:
             raise ValueError("need 1 <= head_dim_min <= head_dim_max")
+        for name in ("max_batch", "max_heads", "max_pairs"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise ValueError(f"{name} must be None or >= 1")
 
     def supports_dtype(self, dtype: str) -> bool:
         return get_format(dtype).name in {get_format(d).name for d in self.dtypes}

@@ -33,6 +33,7 @@ import strategies
 from kernels.registry import Target
 from verify import artifacts, engine
 from verify.contracts import Violation
+from strategies.lengths import GRID_AXIS_LIMIT
 from verify.dtypes import get_format
 from verify.metrics import Summary, summarize
 
@@ -72,6 +73,20 @@ SEED_REPEATS = 1
 #: profile's count at least (see many_heads_pairs).
 MANY_HEADS_SHARE = 0.1
 MANY_HEADS_SECONDS = 1.0
+#: The grid probes (softmax grid-rows, attention grid-heads: more rows or (batch, head) pairs
+#: than a CUDA grid axis holds) run after the probe round, and only where the probe before them
+#: (many-rows, many-heads: the pilot) says that the largest grid case the target can afford
+#: finishes in GRID_SHARE of the cell's budget, or in GRID_SECONDS without one (a GPU target:
+#: milliseconds; a plain PyTorch callable on the CPU: about a second; a kernel under the Triton
+#: interpreter, at ~18 ms a program: never).
+GRID_SHARE = 0.1
+GRID_SECONDS = 3.0
+#: The work units of the estimate (probe_work): a softmax row costs what this many entries do,
+#: an attention pair what this many scores do (a kernel's fixed cost a program, an oracle's a row).
+ROW_WORK = strategies.softmax.ROW_COST
+PAIR_WORK = 256
+#: Which probe each grid probe takes its pilot from.
+GRID_PILOTS = {"grid-rows": "many-rows", "grid-heads": "many-heads"}
 
 
 @dataclass(frozen=True)
@@ -172,6 +187,7 @@ class CellResult:
     context_lost: bool = False  # the target killed the CUDA context: this process can run no more CUDA work
     seconds_to_first_failure: float | None = None
     examples_to_first_failure: int | None = None
+    grid_probe: str = ""  # what the grid probe (grid-rows, grid-heads) tried, or why not (search.GRID_SHARE)
     samples: list = field(default_factory=list)  # sampled errors, for distributions
     tolerance_samples: list = field(default_factory=list)
 
@@ -239,6 +255,50 @@ def case_pairs(case) -> int:
     return spec.batch * spec.heads_q
 
 
+def probe_work(case) -> int:
+    """The work of a case in the units of the probes' cost estimates: a softmax input's entries
+    plus ROW_WORK a row; an attention input's scores (B Hq Nq Nk), Q, K and V entries, plus
+    PAIR_WORK a (batch, head) pair."""
+    spec = case.spec
+    if not hasattr(spec, "seq_k"):
+        return spec.total_rows * (spec.length + ROW_WORK)
+    pairs = spec.batch * spec.heads_q
+    return (pairs * (spec.seq_q * spec.seq_k + spec.seq_q * spec.head_dim + PAIR_WORK)
+            + 2 * spec.batch * spec.heads_kv * spec.seq_k * spec.head_dim)
+
+
+def many_rows_entries(seconds: float, work_seen: int, budget_s: float | None) -> int:
+    """The probe round's many-rows case's cost (softmax_cases' probe_entries, in units of
+    ``probe_work``) from the speed so far (``seconds`` of checks over ``work_seen`` units): as
+    much as fits in MANY_HEADS_SHARE of ``budget_s`` (or MANY_HEADS_SECONDS); the strategy keeps
+    at least ``MANY_ROWS[0]`` rows and at most ``MANY_ROWS[1]`` rows of ``max_length``.  0 (the
+    strategy's default) before anything was measured."""
+    if work_seen <= 0 or seconds <= 0.0:
+        return 0
+    allowed = MANY_HEADS_SECONDS if budget_s is None else MANY_HEADS_SHARE * budget_s
+    return int(allowed * work_seen / seconds)
+
+
+def grid_count(op: str, pilot: tuple[int, float] | None, budget_s: float | None, max_length: int) -> int:
+    """Rows (softmax) or (batch, head) pairs (attention) of the grid probe that the pilot's speed
+    (``pilot``: its ``probe_work`` and the wall seconds of its check, overheads included) lets
+    finish in GRID_SHARE of ``budget_s`` (or GRID_SECONDS), at the largest grid case's work a row
+    or pair; 0 without a pilot.
+
+    Overheads included, the rate errs high, on purpose: estimated net of the fastest check's time,
+    a GPU target's rate came out near zero and the campaign on the H200 (2026-12-01) built grid
+    cases of a million rows in cells of a second, and sent one in float64 (the oracle's mpmath
+    path on every row) into a hang.  A kernel under the Triton interpreter pays ~18 ms a program,
+    so its rate stays high either way."""
+    if pilot is None or pilot[0] <= 0 or pilot[1] <= 0.0:
+        return 0
+    allowed = GRID_SECONDS if budget_s is None else GRID_SHARE * budget_s
+    affordable = allowed * pilot[0] / pilot[1]
+    unit = (min(max_length, strategies.softmax.GRID_ROWS_MAX_LENGTH) + ROW_WORK if op == "softmax"
+            else strategies.attention.GRID_HEADS_PAIR_WORK + PAIR_WORK)
+    return int(affordable // unit)
+
+
 def many_heads_pairs(floor: int, seconds: float, pairs_seen: int, budget_s: float | None) -> int:
     """Pairs for the many-heads probe from the speed so far: ``seconds`` (the target's and the
     oracle's) over ``pairs_seen`` (``case_pairs`` summed): as many as fit in MANY_HEADS_SHARE of
@@ -257,13 +317,17 @@ def many_heads_pairs(floor: int, seconds: float, pairs_seen: int, budget_s: floa
     return max(floor, min(strategies.attention.MANY_HEADS_MAX_PAIRS, affordable))
 
 
-def _strategy_args(target: Target, dtype: str, opts: CheckOptions, pairs: int | None = None) -> dict[str, Any]:
+def _strategy_args(target: Target, dtype: str, opts: CheckOptions, pairs: int | None = None, entries: int = 0,
+                   grid: int = 0) -> dict[str, Any]:
     """The keyword arguments of the target's strategy (softmax_cases or attention_cases);
-    ``pairs``: the many-heads probe's pair count, if not the size profile's."""
+    ``pairs``: the many-heads probe's pair count, if not the size profile's; ``entries``: the
+    many-rows probe's entries (softmax_cases' probe_entries); ``grid``: the grid probe's rows or
+    pairs (0: none)."""
     prof = opts.profile.for_dtype(dtype)
     caps = target.caps
     if target.op == "softmax":
-        return dict(dtypes=(dtype,), caps=caps, max_length=prof.softmax_max_length, max_rows=prof.softmax_max_rows)
+        return dict(dtypes=(dtype,), caps=caps, max_length=prof.softmax_max_length, max_rows=prof.softmax_max_rows,
+                    probe_entries=entries, grid_rows=grid)
     dims = None
     if prof.head_dims:
         dims = tuple(d for d in prof.head_dims if caps.head_dim_min <= d <= caps.head_dim_max
@@ -272,7 +336,7 @@ def _strategy_args(target: Target, dtype: str, opts: CheckOptions, pairs: int | 
         caps = caps.with_(max_length=min(caps.max_length or prof.attention_probe_max_seq, prof.attention_probe_max_seq))
     return dict(dtypes=(dtype,), caps=caps, max_seq=prof.attention_max_seq, max_batch=prof.attention_max_batch,
                 max_heads=prof.attention_max_heads, head_dims=dims,
-                many_heads_pairs=pairs or prof.attention_many_heads_pairs)
+                many_heads_pairs=pairs or prof.attention_many_heads_pairs, grid_pairs=grid)
 
 
 #: Per op: the strategy, and the function listing the probes its arguments allow.
@@ -280,9 +344,10 @@ _STRATEGIES = {"softmax": (strategies.softmax_cases, strategies.softmax_probes),
                "attention": (strategies.attention_cases, strategies.attention_probes)}
 
 
-def _strategy(target: Target, dtype: str, opts: CheckOptions, probe: str | None = None, pairs: int | None = None):
+def _strategy(target: Target, dtype: str, opts: CheckOptions, probe: str | None = None, pairs: int | None = None,
+              entries: int = 0, grid: int = 0):
     """The target's strategy; with ``probe``, every case is that probe."""
-    return _STRATEGIES[target.op][0](**_strategy_args(target, dtype, opts, pairs), probe=probe)
+    return _STRATEGIES[target.op][0](**_strategy_args(target, dtype, opts, pairs, entries, grid), probe=probe)
 
 
 def probe_round(target: Target, dtype: str, opts: CheckOptions) -> tuple[str, ...]:
@@ -393,7 +458,9 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
         return cell
 
     rng = random.Random(opts.seed)
-    state: dict[str, Any] = {"found": False, "worst": -1.0, "worst_case": None, "pairs_seen": 0, "pairs": None}
+    state: dict[str, Any] = {"found": False, "worst": -1.0, "worst_case": None, "pairs_seen": 0, "pairs": None,
+                             "work_seen": 0, "wall_seen": 0.0, "entries": 0, "grid": 0, "last_cost": None,
+                             "probe_costs": {}}
     start = time.perf_counter()
 
     def record(case, out: engine.CaseOutcome) -> None:
@@ -458,6 +525,7 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
             if state["deadline"] is not None and now > state["deadline"]:
                 state["stopping"] = True
                 raise _PartOver()
+        began = time.perf_counter()
         try:
             out = run_case(target, case, opts)
         except engine.DeviceContextLost as lost:
@@ -469,6 +537,11 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
             event(f)
         if not state["found"]:
             record(case, out)
+            # The speed of the grid probes' estimates (grid_count): the check's whole time.
+            work, wall = probe_work(case), time.perf_counter() - began
+            state["work_seen"] += work
+            state["wall_seen"] += wall
+            state["last_cost"] = (work, wall)
         ratio = out.evaluation.max_ratio
         hyp_target(min(ratio, 1e12), label="error/tolerance")
         if out.evaluation.violations:
@@ -484,7 +557,9 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
         ``climb``: with the target phase.  Shapes are limited (``SHAPE_REPEATS``) in plain runs."""
         # One database key per target, dtype and probe: replayed examples come from this search.
         test = _named_copy(property_holds, f"{target.name}|{fmt.name}|{probe or ''}")
-        test = given(case=_strategy(target, fmt.name, opts, probe, state["pairs"]))(test)
+        # The speed-sized probe arguments go to the probe round alone (an ordinary case stays cheap).
+        test = given(case=_strategy(target, fmt.name, opts, probe, state["pairs"], state["entries"] if probe else 0,
+                                    state["grid"] if probe in GRID_PILOTS else 0))(test)
         test = settings(max_examples=max_examples, deadline=None, database=database, derandomize=False,
                         report_multiple_bugs=False, print_blob=False,
                         phases=phases + ((Phase.target,) if climb else ()),
@@ -521,8 +596,21 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
                 state["pairs"] = many_heads_pairs(opts.profile.for_dtype(fmt.name).attention_many_heads_pairs,
                                                   cell.target_seconds + cell.oracle_seconds, state["pairs_seen"],
                                                   opts.budget_s)
+            else:
+                state["entries"] = many_rows_entries(state["wall_seen"], state["work_seen"], opts.budget_s)
             for probe in probes:
+                state["last_cost"] = None
                 search(probe, opts.probe_examples, opts.seed)
+                state["probe_costs"][probe] = state["last_cost"]
+            grid_probe = "grid-rows" if target.op == "softmax" else "grid-heads"
+            state["grid"] = grid_count(target.op, state["probe_costs"].get(GRID_PILOTS[grid_probe]), opts.budget_s,
+                                       opts.profile.for_dtype(fmt.name).softmax_max_length)
+            if grid_probe in _STRATEGIES[target.op][1](**_strategy_args(target, fmt.name, opts, grid=state["grid"])):
+                cell.grid_probe = f"{grid_probe}: up to {state['grid']} {'rows' if target.op == 'softmax' else 'pairs'}"
+                search(grid_probe, opts.probe_examples, opts.seed)
+            else:
+                cell.grid_probe = (f"{grid_probe} not tried: the {GRID_PILOTS[grid_probe]} probe's speed affords "
+                                   f"{state['grid']} (a grid axis holds {GRID_AXIS_LIMIT})")
             left = opts.max_examples - climbing - cell.examples
             if left > 0:
                 search(None, left, later, plain_end)
