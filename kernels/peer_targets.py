@@ -17,6 +17,12 @@ cuDNN gave the same output as with an aligned copy, so it is searched with every
 but one: Q, K or V stored dim-major (head-dim stride N) makes flash, efficient and cuDNN
 refuse ("No available kernel", 2026-12-01), hence ``unit_last_stride`` for cuDNN (the other
 two are already kept to unit strides); FlexAttention and our Triton kernel took it.
+Past a CUDA grid axis's 65535 blocks (the grid-heads probe, 2026-12-01, torch 2.11): flash
+raises "CUDA error: invalid argument" for a batch or a head count of 65536 (pytorch #146704,
+closed, still there), efficient for 65536 heads (pytorch #142228, open; a batch of 65536 it
+takes), compiled FlexAttention for 65536 (batch, head) pairs in any split ("CUDA driver error:
+invalid argument"); cuDNN, the math backend and our Triton kernel took all of them.  Hence
+``max_batch`` / ``max_heads`` / ``max_pairs``.
 tests/test_findings.py keeps these on record.
 """
 
@@ -59,10 +65,22 @@ def sdpa_backend(q, k, v, *, scale: float, causal: bool = False, mask=None, back
                                               enable_gqa=group > 1 and native_gqa)
 
 
+#: torch._dynamo's recompile limits, raised for FlexAttention (see _compiled_flex).
+FLEX_RECOMPILE_LIMIT = 1 << 16
+
+
 @functools.lru_cache(maxsize=1)
 def _compiled_flex():
+    import torch._dynamo
     from torch.nn.attention.flex_attention import flex_attention
 
+    # Every new shape compiles anew (dynamic=False).  Past dynamo's recompile limit (8 shapes)
+    # flex_attention ran unfused and eager, with a warning, and the suite checked that instead
+    # of the compiled kernel (seen on the H200, 2026-12-01, in a run of 27 shapes).
+    cfg = torch._dynamo.config
+    for name in ("recompile_limit", "cache_size_limit", "accumulated_recompile_limit", "accumulated_cache_size_limit"):
+        if hasattr(cfg, name):
+            setattr(cfg, name, max(getattr(cfg, name), FLEX_RECOMPILE_LIMIT))
     return torch.compile(flex_attention, dynamic=False)
 
 
@@ -92,8 +110,10 @@ CUDA = ("cuda",)
 register(Target(
     "sdpa-flash", "attention", functools.partial(sdpa_backend, backend=SDPBackend.FLASH_ATTENTION),
     Capabilities(dtypes=LOW, devices=CUDA, bool_mask=False, causal_with_mask=False, causal_square_only=True,
-                 head_dim_max=256, special_values=False, layout_alignment=16,
+                 head_dim_max=256, special_values=False, layout_alignment=16, max_batch=65535, max_heads=65535,
                  notes=("rejects boolean masks (measured on the H200)",
+                        "a batch or a head count past 65535: 'CUDA error: invalid argument' (torch 2.11, measured "
+                        "on the H200, 2026-12-01)",
                         "rejects causal with Nq != Nk: 'No available kernel' (torch 2.11, measured on the H200)",
                         "a misaligned data pointer faults and loses the CUDA context (measured on the H200)")),
     "torch SDPA pinned to FLASH_ATTENTION", _cuda_probe, kind="torch",
@@ -102,8 +122,10 @@ register(Target(
     "sdpa-efficient", "attention",
     functools.partial(sdpa_backend, backend=SDPBackend.EFFICIENT_ATTENTION, native_gqa=False),
     Capabilities(dtypes=("float16", "bfloat16", "float32"), devices=CUDA, special_values=False,
-                 layout_alignment=16, mask_unit_stride=True, mask_key_broadcast=False,
+                 layout_alignment=16, mask_unit_stride=True, mask_key_broadcast=False, max_heads=65535,
                  notes=("GQA by expanding K/V heads",
+                        "more than 65535 heads: 'CUDA error: invalid argument' (torch 2.11, measured on the H200, "
+                        "2026-12-01)",
                         "refuses a mask broadcast over the keys: '(*bias): last dimension must be contiguous' "
                         "(measured on the H200, 2026-12-01)",
                         "refuses a misaligned Q or K, faults on a misaligned V (measured on the H200)",
@@ -122,8 +144,10 @@ register(Target(
 register(Target(
     "flex-attention", "attention", flex,
     Capabilities(dtypes=("float16", "bfloat16", "float32"), devices=CUDA, head_dim_min=16, head_dim_max=256,
-                 special_values=False,
+                 special_values=False, max_pairs=65535,
                  notes=("torch.compile'd flex_attention; recompiles per shape",
+                        "more than 65535 (batch, head) pairs: 'CUDA driver error: invalid argument' (torch 2.11, "
+                        "measured on the H200, 2026-12-01)",
                         "takes dim-major Q, K and V (measured on the H200, 2026-12-01)")),
     "torch FlexAttention, compiled, causal and masks as block masks", _cuda_probe, kind="torch",
 ))

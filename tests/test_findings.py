@@ -294,6 +294,51 @@ def test_sdpa_efficient_refuses_an_odd_stride_on_a_size_one_dim() -> None:
     assert torch.allclose(_sdpa("MATH", q, k, v).float(), _sdpa("MATH", q, k.contiguous(), v).float())
 
 
+def _many_pairs(batch: int, heads: int) -> tuple[torch.Tensor, ...]:
+    """Q, K, V of ``batch`` x ``heads`` (batch, head) pairs of 4 queries and keys, D = 16, float16."""
+    gen = torch.Generator().manual_seed(0)
+    return tuple(torch.randn(batch, heads, 4, 16, generator=gen).to("cuda", torch.float16) for _ in range(3))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("backend, batch, heads, refused", [
+    ("FLASH_ATTENTION", 65536, 1, True), ("FLASH_ATTENTION", 1, 65536, True), ("FLASH_ATTENTION", 256, 256, False),
+    ("EFFICIENT_ATTENTION", 1, 65536, True), ("EFFICIENT_ATTENTION", 65536, 1, False),
+    ("CUDNN_ATTENTION", 65536, 1, False), ("CUDNN_ATTENTION", 1, 65536, False),
+])
+def test_sdpa_backends_past_a_grid_axis(backend: str, batch: int, heads: int, refused: bool) -> None:
+    """Found by the grid-heads probe's cases on the H200 (2026-12-01, torch 2.11): 65536 on one
+    axis of a CUDA grid is one past its limit.  Flash raises "CUDA error: invalid argument" for
+    a batch or a head count of 65536 (pytorch #146704, closed), efficient for 65536 heads (pytorch
+    #142228, open) but not for a batch of 65536, cuDNN for neither; the context survives.  The
+    peers declare ``max_batch`` / ``max_heads``; this test notices if torch lifts a limit."""
+    q, k, v = _many_pairs(batch, heads)
+    if refused:
+        with pytest.raises(RuntimeError, match="invalid argument"):
+            _sdpa(backend, q, k, v)
+        torch.cuda.synchronize()
+        return
+    out = _sdpa(backend, q, k, v)
+    assert torch.allclose(out.float(), _sdpa("MATH", q, k, v).float(), atol=2e-3)
+
+
+@pytest.mark.gpu
+def test_compiled_flex_attention_past_a_grid_axis() -> None:
+    """Found as above: compiled FlexAttention raises "CUDA driver error: invalid argument" for
+    65536 (batch, head) pairs, all on the batch or split 256 x 256; 65535 pass.  flex-attention
+    declares ``max_pairs``.  (In that run the later shapes passed: dynamo had hit its limit of 8
+    recompiles and run flex_attention eager, which kernels.peer_targets now raises.)"""
+    from kernels.peer_targets import flex
+
+    for batch, heads in ((65536, 1), (256, 256)):
+        q, k, v = _many_pairs(batch, heads)
+        with pytest.raises(RuntimeError, match="invalid argument"):
+            flex(q, k, v, scale=0.25)
+        torch.cuda.synchronize()
+    q, k, v = _many_pairs(65535, 1)
+    assert torch.allclose(flex(q, k, v, scale=0.25).float(), _sdpa("MATH", q, k, v, scale=0.25).float(), atol=2e-3)
+
+
 # The counterexample `verify run --device cuda` saved on the H200 (2026-11-30 00:34 UTC), as its spec:
 # it rebuilds bit for bit from the seed.
 _FLASH_LARGE_SCORES = {
