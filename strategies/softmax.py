@@ -79,6 +79,8 @@ MAX_SPECIALS = 3
 # integer range", which shrinks towards the ordinary case.
 #: One example in this many (with a batch) is 4-D.
 FOUR_D_ODDS = 5
+#: The longest rows of a forced four-d probe's simplest case (a tail past 32).
+FOUR_D_LENGTH = 35
 #: One example in about 10 holds one or two long rows (past max_length, up to
 #: ``lengths.LONG_LENGTH_MAX``) with the full value recipes, masks and special values
 #: (Hypothesis draws the top of ``integers(0, 7)`` less often than one time in 8).
@@ -566,10 +568,13 @@ def _softmax_cases(draw: st.DrawFn, c: _SoftmaxConfig) -> SoftmaxCase:
         if forced is not None:
             wide = forced == "index-width"
         if forced == "four-d":
-            # The probe's simplest case its strongest: every leading dim past 1, rows of max_length
-            # (one entry's softmax is 1, whichever entry was read).
+            # The probe's simplest case its strongest: every leading dim past 1, rows of more than
+            # one entry (one entry's softmax is 1, whichever entry was read).  FOUR_D_LENGTH at
+            # most: the probe is about flattening the leading dims, and 27 rows of 300 took the
+            # interpreted precise softmax seconds a dtype.
             batch = largest_first(draw, 1, MAX_BATCH)
-            rows, length = largest_first(draw, 1, c.max_rows), largest_first(draw, c.min_length, c.max_length)
+            top = max(c.min_length, min(c.max_length, FOUR_D_LENGTH))
+            rows, length = largest_first(draw, 1, c.max_rows), largest_first(draw, c.min_length, top)
         # Each probe's choices are drawn whether or not it is taken, so that the ordinary
         # case costs as many choices as a probe (see the comment on recipes below).
         if c.four_d:

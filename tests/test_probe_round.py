@@ -116,7 +116,7 @@ def test_the_simplest_case_of_a_forced_probe_is_its_strongest() -> None:
     assert s.batch == GRID_COUNTS[2] and s.heads_q == 1 and s.seq_q == s.seq_k == A.GRID_HEADS_MAX_SEQ
     four = find(softmax_cases(probe="four-d"), lambda c: True, **first)
     assert four.spec.heads == S.MAX_HEADS and "shape:4d" in four.features
-    assert four.spec.batch == S.MAX_BATCH and four.spec.length == 300  # a one-entry row's softmax is 1
+    assert four.spec.batch == S.MAX_BATCH and four.spec.length == S.FOUR_D_LENGTH  # a one-entry row's softmax is 1
     many = find(softmax_cases(probe="many-rows"), lambda c: True, **first)
     assert many.spec.total_rows == S.MANY_ROWS[1] and many.spec.length == S.MANY_ROWS_SPAN * 300 // S.MANY_ROWS[1]
     sized = find(softmax_cases(probe="many-rows", probe_entries=S.MANY_ROWS[1] * (300 + S.ROW_COST)), lambda c: True,

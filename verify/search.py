@@ -279,6 +279,14 @@ def many_rows_entries(seconds: float, work_seen: int, budget_s: float | None) ->
     return int(allowed * work_seen / seconds)
 
 
+def many_rows_default_cost(opts: CheckOptions, dtype: str) -> int:
+    """What the strategy's default many-rows case may cost, in units of ``probe_work``: its most
+    rows (``MANY_ROWS[1]``) and ``MANY_ROWS_SPAN * max_length`` entries."""
+    max_length = opts.profile.for_dtype(dtype).softmax_max_length
+    return (strategies.softmax.MANY_ROWS[1] * ROW_WORK
+            + strategies.softmax.MANY_ROWS_SPAN * max_length)
+
+
 def grid_count(op: str, pilot: tuple[int, float] | None, budget_s: float | None, max_length: int) -> int:
     """Rows (softmax) or (batch, head) pairs (attention) of the grid probe that the pilot's speed
     (``pilot``: its ``probe_work`` and the wall seconds of its check, overheads included) lets
@@ -557,8 +565,11 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
         ``climb``: with the target phase.  Shapes are limited (``SHAPE_REPEATS``) in plain runs."""
         # One database key per target, dtype and probe: replayed examples come from this search.
         test = _named_copy(property_holds, f"{target.name}|{fmt.name}|{probe or ''}")
-        # The speed-sized probe arguments go to the probe round alone (an ordinary case stays cheap).
-        test = given(case=_strategy(target, fmt.name, opts, probe, state["pairs"], state["entries"] if probe else 0,
+        # The speed-sized probe arguments go to the probe round, and to the later runs' many-rows
+        # cases where they make those cheaper than the strategy's default (a slow target: under
+        # the interpreter each row is a program, and 447 rows of one entry took 14.7 s).
+        entries = state["entries"] if probe or state["entries"] < many_rows_default_cost(opts, fmt.name) else 0
+        test = given(case=_strategy(target, fmt.name, opts, probe, state["pairs"], entries,
                                     state["grid"] if probe in GRID_PILOTS else 0))(test)
         test = settings(max_examples=max_examples, deadline=None, database=database, derandomize=False,
                         report_multiple_bugs=False, print_blob=False,
