@@ -76,7 +76,7 @@ MANY_HEADS_SECONDS = 1.0
 #: The grid probes (softmax grid-rows, attention grid-heads: more rows or (batch, head) pairs
 #: than a CUDA grid axis holds) run after the probe round, and only where the probe before them
 #: (many-rows, many-heads: the pilot) says that the largest grid case the target can afford
-#: finishes in GRID_SHARE of the cell's budget, or in GRID_SECONDS without one (a GPU target:
+#: finishes in GRID_SHARE of the cell's budget and in GRID_SECONDS (a GPU target:
 #: milliseconds; a plain PyTorch callable on the CPU: about a second; a kernel under the Triton
 #: interpreter, at ~18 ms a program: never).
 GRID_SHARE = 0.1
@@ -300,7 +300,9 @@ def grid_count(op: str, pilot: tuple[int, float] | None, budget_s: float | None,
     so its rate stays high either way."""
     if pilot is None or pilot[0] <= 0 or pilot[1] <= 0.0:
         return 0
-    allowed = GRID_SECONDS if budget_s is None else GRID_SHARE * budget_s
+    # GRID_SECONDS at most, budget or not: a long fuzz round's tenth (a minute) made a grid case
+    # that outlasted the 30 s a stopped fuzz child is given to finish its example.
+    allowed = GRID_SECONDS if budget_s is None else min(GRID_SECONDS, GRID_SHARE * budget_s)
     affordable = allowed * pilot[0] / pilot[1]
     unit = (min(max_length, strategies.softmax.GRID_ROWS_MAX_LENGTH) + ROW_WORK if op == "softmax"
             else strategies.attention.GRID_HEADS_PAIR_WORK + PAIR_WORK)
