@@ -34,6 +34,7 @@ from kernels.registry import Target
 from verify import artifacts, engine
 from verify.contracts import Violation
 from strategies.lengths import GRID_AXIS_LIMIT
+from strategies.softmax import ROW_COST
 from verify.dtypes import get_format
 from verify.metrics import Summary, summarize
 
@@ -81,9 +82,9 @@ MANY_HEADS_SECONDS = 1.0
 #: interpreter, at ~18 ms a program: never).
 GRID_SHARE = 0.1
 GRID_SECONDS = 3.0
-#: The work units of the estimate (probe_work): a softmax row costs what this many entries do,
-#: an attention pair what this many scores do (a kernel's fixed cost a program, an oracle's a row).
-ROW_WORK = strategies.softmax.ROW_COST
+#: The work units of the estimate (probe_work): a softmax row costs what ROW_COST entries do
+#: (strategies.softmax, the unit its probe_entries counts in), an attention pair what this many
+#: scores do (a kernel's fixed cost a program, an oracle's a row).
 PAIR_WORK = 256
 #: Which probe each grid probe takes its pilot from.
 GRID_PILOTS = {"grid-rows": "many-rows", "grid-heads": "many-heads"}
@@ -257,11 +258,11 @@ def case_pairs(case) -> int:
 
 def probe_work(case) -> int:
     """The work of a case in the units of the probes' cost estimates: a softmax input's entries
-    plus ROW_WORK a row; an attention input's scores (B Hq Nq Nk), Q, K and V entries, plus
+    plus ROW_COST a row; an attention input's scores (B Hq Nq Nk), Q, K and V entries, plus
     PAIR_WORK a (batch, head) pair."""
     spec = case.spec
     if not hasattr(spec, "seq_k"):
-        return spec.total_rows * (spec.length + ROW_WORK)
+        return spec.total_rows * (spec.length + ROW_COST)
     pairs = spec.batch * spec.heads_q
     return (pairs * (spec.seq_q * spec.seq_k + spec.seq_q * spec.head_dim + PAIR_WORK)
             + 2 * spec.batch * spec.heads_kv * spec.seq_k * spec.head_dim)
@@ -283,7 +284,7 @@ def many_rows_default_cost(opts: CheckOptions, dtype: str) -> int:
     """What the strategy's default many-rows case may cost, in units of ``probe_work``: its most
     rows (``MANY_ROWS[1]``) and ``MANY_ROWS_SPAN * max_length`` entries."""
     max_length = opts.profile.for_dtype(dtype).softmax_max_length
-    return (strategies.softmax.MANY_ROWS[1] * ROW_WORK
+    return (strategies.softmax.MANY_ROWS[1] * ROW_COST
             + strategies.softmax.MANY_ROWS_SPAN * max_length)
 
 
@@ -304,7 +305,7 @@ def grid_count(op: str, pilot: tuple[int, float] | None, budget_s: float | None,
     # that outlasted the 30 s a stopped fuzz child is given to finish its example.
     allowed = GRID_SECONDS if budget_s is None else min(GRID_SECONDS, GRID_SHARE * budget_s)
     affordable = allowed * pilot[0] / pilot[1]
-    unit = (min(max_length, strategies.softmax.GRID_ROWS_MAX_LENGTH) + ROW_WORK if op == "softmax"
+    unit = (min(max_length, strategies.softmax.GRID_ROWS_MAX_LENGTH) + ROW_COST if op == "softmax"
             else strategies.attention.GRID_HEADS_PAIR_WORK + PAIR_WORK)
     return int(affordable // unit)
 
