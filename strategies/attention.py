@@ -174,9 +174,10 @@ ABSORPTION_MIN_V_VALUE = 2.0**-4
 #: ``attention_probes`` says which the arguments allow).  ``zero-scale``: scale = 0 (drawn
 #: one time in ``ZERO_SCALE_ODDS`` otherwise); ``index-width``: Nk at the edge of 16-bit key
 #: offsets; ``mid-keys``: thousands of keys; ``mid-queries``: a thousand queries or more;
-#: ``many-heads``: many (batch, head) pairs; ``absorption``: see ``ABSORPTION_MIN_KEYS``.
+#: ``many-heads``: many (batch, head) pairs; ``absorption``: see ``ABSORPTION_MIN_KEYS``;
+#: ``grid-heads`` and ``many-tiles`` (forced only): see GRID_HEADS_MAX_SEQ and TILES_RUNGS.
 ATTENTION_PROBES = ("zero-scale", "absorption", "many-heads", "mid-keys", "mid-queries", "index-width",
-                    "grid-heads")  # cheapest first
+                    "grid-heads", "many-tiles")  # cheapest first
 #: The value of the probe draw that takes each of the probes drawn by it (the two long-sequence
 #: probes share one: a second draw picks the side).
 _PROBE_DRAWS = {"mid-keys": PROBE_ODDS - 1, "mid-queries": PROBE_ODDS - 1, "many-heads": PROBE_ODDS - 2,
@@ -211,6 +212,37 @@ GRID_HEADS_MAX_HEAD_DIM = 16
 GRID_HEADS_AXES = ("batch", "heads", "both")
 GRID_HEADS_MASK_SHAPES = {"b1qk": "11qk", "1hqk": "11qk", "bhqk": "11qk", "hqk": "1qk", "b11k": "11qk",
                           "bh1k": "11qk", "b1q1": "q1", "bhq1": "q1"}
+#: The many-tiles probe (``probe="many-tiles"`` only, never drawn at random): Nq and Nk both in
+#: the hundreds to thousands over many (batch, head) pairs, causal first.  Every other probe
+#: keeps one side short (mid-keys: 16 queries; mid-queries: 32 keys; many-heads: 16 of each),
+#: so none runs many query tiles against many key blocks: where a causal kernel skips or clips
+#: the blocks past the diagonal tile by tile, where a persistent grid gives a program its second
+#: (pair, query tile) item only past the SM count, and where a position computed in float32
+#: stops being exact (Nq x Nk past 2**23, a flat score index; 2**24 at 4096 x 4096).  Those are
+#: the shapes models run.  The rungs (length, pairs) are tried in order, each only where the case
+#: before it says at its speed that the rung fits (``verify.search``): on the H200 every rung,
+#: a plain PyTorch callable on the CPU the first one or two, a kernel under the Triton
+#: interpreter none.  Every rung has more (pair, query tile) items than current data-centre GPUs
+#: have SMs (108 to 148) in tiles of 64 queries, from the second rung more than two a SM, and in
+#: tiles of 128 more than the H200's 132; no rung's count of 64-query tiles divides 132, so the
+#: items a program of a persistent grid of 132 takes are not all the same tile of their pairs.
+#: The lengths fill their last tile (640, 1024, 4096) or leave it ragged; each rung is about four
+#: times the work of the one before at most.  The first rung's length is the least the probe draws.
+TILES_RUNGS = ((260, 48), (640, 32), (1024, 24), (2113, 12), (3000, 8), (4096, 8))
+TILES_MIN_SEQ = TILES_RUNGS[0][0]
+TILES_MAX_HEAD_DIM = 64
+#: The tile the many-tiles feature counts in, and the SMs it counts past (the H200's).
+TILES_FEATURE_TILE = 64
+TILES_FEATURE_SMS = 132
+
+
+def tiles_pairs(length: int) -> int:
+    """The (batch, head) pairs of a many-tiles case of up to ``length`` queries and keys: those
+    of the longest rung of at most ``length`` (TILES_RUNGS)."""
+    fitting = [rung for rung in TILES_RUNGS if rung[0] <= length]
+    return fitting[-1][1] if fitting else TILES_RUNGS[0][1]
+
+
 #: The work of one grid-heads pair at its largest, in the units of verify.search's estimate
 #: (score entries plus Q, K and V entries).
 GRID_HEADS_PAIR_WORK = GRID_HEADS_MAX_SEQ * GRID_HEADS_MAX_SEQ + 3 * GRID_HEADS_MAX_SEQ * GRID_HEADS_MAX_HEAD_DIM
@@ -532,6 +564,9 @@ def attention_features(spec: AttentionSpec) -> tuple[str, ...]:
         found.append("attn:many-heads")
     if spec.batch * spec.heads_q > GRID_AXIS_LIMIT:
         found.append("attn:grid-heads")
+    if (min(spec.seq_q, spec.seq_k) >= TILES_MIN_SEQ
+            and spec.batch * spec.heads_q * -(-spec.seq_q // TILES_FEATURE_TILE) > TILES_FEATURE_SMS):
+        found.append("attn:many-tiles")
     hq, hkv = spec.heads_q, spec.heads_kv
     found.append("attn:mha" if hq == hkv else "attn:mqa" if hkv == 1 else "attn:gqa")
     if spec.seq_q < spec.seq_k:
@@ -654,6 +689,7 @@ class _AttentionConfig:
     many_heads_pairs: int = 0  # at most this many in such a case (attention_cases' many_heads_pairs)
     grid_pairs: tuple[int, ...] = ()  # pair counts of the grid-heads probe (lengths.GRID_COUNTS)
     grid_axes: tuple[str, ...] = GRID_HEADS_AXES  # where its pairs may go (caps.max_batch, caps.max_heads)
+    tiles_seq: int = 0  # the many-tiles probe's longest Nq and Nk (TILES_RUNGS); below TILES_MIN_SEQ: none
     absorption: bool = False  # rare absorption probes (see ABSORPTION_MIN_KEYS)
     probe: str | None = None  # every case is this probe (ATTENTION_PROBES)
 
@@ -671,6 +707,9 @@ class _AttentionConfig:
         if not self.grid_pairs or not self.grid_axes:
             out["grid-heads"] = (f"probes=False, or grid_pairs below {GRID_AXIS_LIMIT + 1} (the search sizes it by "
                                  "the target's speed), or caps.max_pairs, max_batch and max_heads allow no more")
+        if self.tiles_seq < TILES_MIN_SEQ:
+            out["many-tiles"] = (f"probes=False, or tiles_seq (within caps.max_length) below {TILES_MIN_SEQ} (the "
+                                  "search sizes it by the target's speed)")
         if not (self.absorption and self.max_seq >= ABSORPTION_MIN_KEYS):
             out["absorption"] = f"probes=False, or max_seq (within caps) below {ABSORPTION_MIN_KEYS}"
         return out
@@ -730,6 +769,7 @@ def attention_cases(
     probe: str | None = None,
     many_heads_pairs: int = MANY_HEADS_MAX_PAIRS,
     grid_pairs: int = 0,
+    tiles_seq: int = 0,
 ) -> SearchStrategy[AttentionCase]:
     """Attention inputs within the target's capabilities, rich in adversarial features.
 
@@ -778,12 +818,17 @@ def attention_cases(
       launch or leaves pairs unwritten: pairs on the batch alone (the simplest case), on the
       heads alone, or split between them, of up to ``GRID_HEADS_MAX_SEQ`` queries and keys.
       ``verify.search`` sizes it by the target's measured speed.
+    * ``tiles_seq``: the most queries and keys of a many-tiles case, drawn only when forced
+      (``probe="many-tiles"``) and only from ``TILES_MIN_SEQ`` (0, the default: none): Nq = Nk
+      (or Nq about half of Nk) in the hundreds to thousands, causal first, over
+      ``tiles_pairs(tiles_seq)`` (batch, head) pairs, D <= ``TILES_MAX_HEAD_DIM``.
+      ``verify.search`` climbs ``TILES_RUNGS`` by the target's measured speed.
     * The simplest case of each probe is its strongest (the one a search's probe round tries):
       the most pairs, keys or queries the probe allows, and sequences long enough that Q and K
       matter (more than one key).
     """
     config = _attention_config(dtypes, caps, max_seq, max_batch, max_heads, head_dims, special_values, index_widths,
-                               probes, probe, many_heads_pairs, grid_pairs)
+                               probes, probe, many_heads_pairs, grid_pairs, tiles_seq)
     check_probe(probe, config.unavailable_probes(), ATTENTION_PROBES)
     return _attention_cases(config)
 
@@ -796,11 +841,13 @@ def attention_probes(**kwargs: Any) -> tuple[str, ...]:
 
 def _attention_config(dtypes, caps, max_seq, max_batch, max_heads, head_dims, special_values,
                       index_widths, probes, probe, many_heads_pairs=MANY_HEADS_MAX_PAIRS,
-                      grid_pairs=0) -> "_AttentionConfig":
+                      grid_pairs=0, tiles_seq=0) -> "_AttentionConfig":
     """attention_cases' arguments checked and resolved (see there)."""
     check_positive_int(many_heads_pairs, "many_heads_pairs")
     check_argument(isinstance(grid_pairs, int) and not isinstance(grid_pairs, bool) and grid_pairs >= 0,
                    f"grid_pairs must be a non-negative int, got {grid_pairs!r}")
+    check_argument(isinstance(tiles_seq, int) and not isinstance(tiles_seq, bool) and tiles_seq >= 0,
+                   f"tiles_seq must be a non-negative int (0: no many-tiles probe), got {tiles_seq!r}")
     caps = check_caps(caps)
     formats = resolve_dtypes(dtypes, caps)
     lo, hi = length_bounds(max_seq, "max_seq", caps)
@@ -826,6 +873,7 @@ def _attention_config(dtypes, caps, max_seq, max_batch, max_heads, head_dims, sp
             probe=probe,
             many_heads_pairs=many_heads_pairs,
             grid_pairs=grid_pairs,
+            tiles_seq=tiles_seq,
         ),
         formats=formats,
         min_seq=lo,
@@ -853,6 +901,7 @@ def _attention_config(dtypes, caps, max_seq, max_batch, max_heads, head_dims, sp
         many_heads_pairs=min(many_heads_pairs, caps.max_pairs or many_heads_pairs),
         grid_pairs=_grid_pairs(grid_pairs, caps) if probes else (),
         grid_axes=_grid_axes(caps),
+        tiles_seq=min(tiles_seq, caps.max_length or tiles_seq) if probes else 0,
         absorption=probes,
         probe=probe,
     )
@@ -1186,6 +1235,19 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
             batch = 1 << (pairs.bit_length() // 2)
             heads = -(-pairs // batch)
         heads_kv, group = (1, heads) if shared else (heads, 1)
+    elif c.probe == "many-tiles":
+        # Many query tiles against many key blocks over many pairs: the longest first, square
+        # first (Nq about half of Nk is the other: causal then cuts the blocks on another diagonal).
+        seq_k = largest_first(draw, TILES_MIN_SEQ, c.tiles_seq)
+        seq_q = draw(st.sampled_from((seq_k, seq_k // 2 + 1)))
+        decode = False
+        pairs = tiles_pairs(c.tiles_seq)
+        batch = largest_first(draw, 1, min(2, c.max_batch))
+        group = largest_first(draw, 1, 2) if c.gqa else 1
+        heads_kv = max(1, pairs // (batch * group))
+        # The widest head dim up to TILES_MAX_HEAD_DIM first: D = 1 makes each score one product.
+        dims = [d for d in c.head_dims if d <= TILES_MAX_HEAD_DIM] or [min(c.head_dims)]
+        head_dim = draw(st.sampled_from(dims[::-1]))
     if head_dim > WIDE_HEAD_DIM:
         # Rows this wide cost the oracle's exact fallback seconds each: keep the rest small.
         seq_q, seq_k = min(seq_q, WIDE_HEAD_MAX_SEQ), min(seq_k, WIDE_HEAD_MAX_SEQ)
@@ -1202,9 +1264,12 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
     if c.probe is not None:
         wide = c.probe == "index-width"
 
-    causal = draw(st.booleans()) and not decode if c.causal else False
+    # The many-tiles probe is causal first: its simplest case (the probe round's) is the
+    # strongest, and with causal off every tile sees every key.  The same one draw either way.
+    causal = (draw(st.booleans()) != (c.probe == "many-tiles")) and not decode if c.causal else False
     if causal and c.causal_square_only:
-        seq_q = seq_k = min(seq_k, c.max_seq)  # a mid-keys probe's keys are past max_seq
+        # A mid-keys probe's keys are past max_seq; a many-tiles probe's are meant to be.
+        seq_q = seq_k = seq_k if c.probe == "many-tiles" else min(seq_k, c.max_seq)
     mask, mask_shape, mask_layout = None, "qk", "contiguous"
     if c.bool_mask:
         # Drawn even when it is then dropped, so that causal=True does not cost
@@ -1222,7 +1287,8 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
             groups = (MASK_SHAPES_BY_RANK + ((QUERY_BROADCAST_SHAPES,) if mask.kind in KEY_MASK_KINDS else ())
                       + ((KEY_BROADCAST_SHAPES,) if mask.kind in KEY_BROADCAST_KINDS and c.mask_key_broadcast else ()))
             mask_shape = draw(st.sampled_from(draw(st.sampled_from(groups))))
-            if c.probe == "grid-heads":
+            if c.probe in ("grid-heads", "many-tiles"):
+                # Masks shared by every pair: one random stream, not one a pair.
                 mask_shape = GRID_HEADS_MASK_SHAPES.get(mask_shape, mask_shape)
         mask_layout = draw(st.sampled_from(c.mask_layouts))
         if causal and not c.causal_with_mask:

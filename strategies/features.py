@@ -55,6 +55,8 @@ attn:long-queries      Nq >= 512 (many query tiles; the CPU size profile stops b
 attn:index-width       Nk >= 32767, at the edge of 16-bit key offsets
 attn:many-heads        B * Hq >= 16 (a persistent grid's programs take several pairs)
 attn:grid-heads        B * Hq > 65535: past a CUDA grid axis (the grid-heads probe)
+attn:many-tiles        Nq, Nk >= 260 and more (pair, 64-query tile) items than 132 SMs: many query
+                       tiles against many key blocks over many pairs (the many-tiles probe)
 mask-shape:<shape>     broadcast shape of the boolean mask: (Nq,Nk), (1,1,Nq,Nk),
                        (B,1,Nq,Nk), (1,Hq,Nq,Nk), (B,Hq,Nq,Nk), (B,1,1,Nk), (B,Hq,1,Nk), and 3-d
                        (1,Nq,Nk), (Hq,Nq,Nk), and over the queries alone (Nq,1), (B,1,Nq,1),
@@ -157,7 +159,8 @@ ATTENTION_FEATURES: tuple[str, ...] = (
     + _LENGTH
     + ("attn:mha", "attn:gqa", "attn:mqa", "attn:nq<nk", "attn:nq>nk", "attn:decode")
     + ("attn:causal", "attn:bool-mask", "attn:causal+mask")
-    + ("attn:long-keys", "attn:long-queries", "attn:index-width", "attn:many-heads", "attn:grid-heads")
+    + ("attn:long-keys", "attn:long-queries", "attn:index-width", "attn:many-heads", "attn:grid-heads",
+       "attn:many-tiles")
     + tuple(f"mask-shape:{s}" for s in ("qk", "11qk", "b1qk", "1hqk", "bhqk", "1qk", "hqk", "b11k", "bh1k",
                                          "q1", "b1q1", "bhq1"))
     + tuple(f"mask-layout:{s}" for s in ("sliced", "transposed", "expanded"))

@@ -33,6 +33,8 @@ _QUIET = dict(deadline=None, database=None, derandomize=True, suppress_health_ch
 MAX_LENGTH, MAX_ROWS, MAX_SEQ = 300, 8, 96
 #: The grid probes' sizes, as the search passes them for a fast target (grid_count).
 GRID = {"softmax": dict(grid_rows=GRID_COUNTS[-1]), "attention": dict(grid_pairs=GRID_COUNTS[2])}
+#: The many-tiles probe's first rung, as the search passes it (climb_tiles).
+TILES = dict(tiles_seq=A.TILES_RUNGS[0][0])
 
 
 def _softmax_probe_holds(probe: str, case) -> bool:
@@ -59,6 +61,9 @@ def _attention_probe_holds(probe: str, case) -> bool:
         "grid-heads": (s.batch * s.heads_q > GRID_AXIS_LIMIT and max(s.seq_q, s.seq_k) <= A.GRID_HEADS_MAX_SEQ
                        and "attn:grid-heads" in case.features
                        and (s.mask is None or s.mask_shape in ("qk", "11qk", "1qk", "q1"))),  # masks shared by all pairs
+        "many-tiles": (A.TILES_MIN_SEQ <= s.seq_k <= A.TILES_RUNGS[0][0] and s.seq_q in (s.seq_k, s.seq_k // 2 + 1)
+                       and s.batch * s.heads_q >= A.TILES_RUNGS[0][1] // 2 and s.head_dim <= A.TILES_MAX_HEAD_DIM
+                       and (s.mask is None or s.mask_shape in ("qk", "11qk", "1qk", "q1"))),
     }[probe]
 
 
@@ -76,8 +81,8 @@ def test_a_forced_softmax_probe_is_drawn_every_time(probe: str) -> None:
 
 @pytest.mark.parametrize("probe", ATTENTION_PROBES)
 def test_a_forced_attention_probe_is_drawn_every_time(probe: str) -> None:
-    @settings(max_examples=4 if probe.startswith("grid") else 12, **_QUIET)
-    @given(attention_cases(dtypes=("float32", "float16"), max_seq=MAX_SEQ, probe=probe, **GRID["attention"]))
+    @settings(max_examples=4 if probe in ("grid-heads", "many-tiles") else 12, **_QUIET)
+    @given(attention_cases(dtypes=("float32", "float16"), max_seq=MAX_SEQ, probe=probe, **GRID["attention"], **TILES))
     def every(case) -> None:
         assert _attention_probe_holds(probe, case), case.describe()
         if probe != "index-width":
@@ -114,6 +119,13 @@ def test_the_simplest_case_of_a_forced_probe_is_its_strongest() -> None:
                 lambda c: True, **first)
     s = grid.spec
     assert s.batch == GRID_COUNTS[2] and s.heads_q == 1 and s.seq_q == s.seq_k == A.GRID_HEADS_MAX_SEQ
+    for length, pairs in A.TILES_RUNGS:
+        tiles = find(attention_cases(dtypes=("float16",), max_seq=MAX_SEQ, probe="many-tiles", tiles_seq=length),
+                     lambda c: True, **first)
+        s = tiles.spec
+        assert s.seq_q == s.seq_k == length and s.causal and s.batch * s.heads_q == pairs, tiles.describe()
+        assert s.head_dim == A.TILES_MAX_HEAD_DIM and s.heads_q == 2 * s.heads_kv  # D = 1 makes a score one product
+        assert "attn:many-tiles" in tiles.features
     four = find(softmax_cases(probe="four-d"), lambda c: True, **first)
     assert four.spec.heads == S.MAX_HEADS and "shape:4d" in four.features
     assert four.spec.batch == S.MAX_BATCH and four.spec.length == S.FOUR_D_LENGTH  # a one-entry row's softmax is 1
@@ -131,9 +143,16 @@ def test_the_simplest_case_of_a_forced_probe_is_its_strongest() -> None:
 def test_which_probes_the_arguments_allow_and_clear_errors_otherwise() -> None:
     assert softmax_probes() == SOFTMAX_PROBES[:-1]  # grid-rows: only where the search sizes it
     assert softmax_probes(grid_rows=GRID_AXIS_LIMIT + 1) == SOFTMAX_PROBES
-    assert attention_probes() == ATTENTION_PROBES[:-1]
-    assert attention_probes(grid_pairs=GRID_AXIS_LIMIT + 1) == ATTENTION_PROBES
-    assert attention_probes(grid_pairs=GRID_AXIS_LIMIT) == ATTENTION_PROBES[:-1]
+    assert ATTENTION_PROBES[-2:] == ("grid-heads", "many-tiles")  # only where the search sizes them
+    assert attention_probes() == ATTENTION_PROBES[:-2]
+    assert attention_probes(grid_pairs=GRID_AXIS_LIMIT + 1, **TILES) == ATTENTION_PROBES
+    assert attention_probes(grid_pairs=GRID_AXIS_LIMIT) == ATTENTION_PROBES[:-2]
+    assert attention_probes(tiles_seq=A.TILES_MIN_SEQ - 1) == ATTENTION_PROBES[:-2]
+    assert attention_probes(caps=Capabilities(max_length=A.TILES_MIN_SEQ - 1), tiles_seq=4096)[-1] != "many-tiles"
+    with pytest.raises(InvalidArgument, match=r"tiles_seq must be a non-negative int \(0: no many-tiles probe\)"):
+        attention_cases(tiles_seq=-1)
+    with pytest.raises(InvalidArgument, match=r"tiles_seq \(within caps.max_length\) below 260"):
+        attention_cases(probe="many-tiles")
     assert softmax_probes(elementwise=True) == ()
     assert softmax_probes(caps=Capabilities(max_length=1000), max_length=300) == ("four-d", "many-rows", "long-row")
     assert softmax_probes(many_rows=False, four_d=False) == ("long-row", "index-width")

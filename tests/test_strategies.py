@@ -107,7 +107,8 @@ def _seen(op: str) -> frozenset[str]:
 
 #: Features drawn only by a probe that the search forces, sized by the target's speed.
 _FORCED_ONLY = {"rows:grid": dict(probe="grid-rows", grid_rows=65536),
-                "attn:grid-heads": dict(probe="grid-heads", grid_pairs=65536)}
+                "attn:grid-heads": dict(probe="grid-heads", grid_pairs=65536),
+                "attn:many-tiles": dict(probe="many-tiles", tiles_seq=260)}
 
 
 def _reachable(op: str, feature: str) -> None:
@@ -115,7 +116,7 @@ def _reachable(op: str, feature: str) -> None:
         case = find(_REACH_STRATEGIES[op](**_FORCED_ONLY[feature]), lambda case: True,
                     settings=settings(max_examples=1, phases=[Phase.generate], **_QUIET))
         assert feature in case.features
-        assert feature not in _seen(op)  # never drawn at random: a grid case costs seconds on the CPU
+        assert feature not in _seen(op)  # never drawn at random: such a case costs seconds on the CPU
         return
     if feature in _seen(op):
         return

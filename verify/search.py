@@ -88,6 +88,23 @@ GRID_SECONDS = 3.0
 PAIR_WORK = 256
 #: Which probe each grid probe takes its pilot from.
 GRID_PILOTS = {"grid-rows": "many-rows", "grid-heads": "many-heads"}
+#: The many-tiles probe (attention; strategies.attention.TILES_RUNGS) climbs its rungs after the
+#: grid probe, each rung only where the case before it (the mid-keys probe's for the first, then
+#: the last rung's; overheads included, so the estimate errs long) says that it finishes within
+#: what is left of TILES_SECONDS, and of GRID_SHARE of the cell's budget.  On the CPU the oracle
+#: checks about 3 M scores a second (sdpa-math, float32, 2026-12-01): a plain PyTorch callable
+#: reaches the first rung or two, a kernel under the interpreter none.  On a GPU a compiled
+#: target's first call on a new shape compiles and autotunes (our Triton kernel about 3 s a
+#: shape, compiled FlexAttention 2 s, on the H200 on 2026-12-01): each case's compiling share,
+#: its first call's time beyond a second call's, is left out of the estimates and the allowance;
+#: without that the mid-keys pilot said 130 s for a first rung that checks in a fraction of one.
+TILES_SECONDS = 8.0
+#: How the check's time grows with a many-tiles case's work past TILES_CACHE_WORK units
+#: (tiles_seconds): as the work to this power.
+TILES_GROWTH = 1.7
+TILES_CACHE_WORK = 2_000_000
+#: The probes whose last case times the first rung, the first that ran.
+TILES_PILOTS = ("mid-keys", "mid-queries")
 
 
 @dataclass(frozen=True)
@@ -189,6 +206,7 @@ class CellResult:
     seconds_to_first_failure: float | None = None
     examples_to_first_failure: int | None = None
     grid_probe: str = ""  # what the grid probe (grid-rows, grid-heads) tried, or why not (search.GRID_SHARE)
+    tiles_probe: str = ""  # the many-tiles probe's rungs tried (attention), or why none (search.TILES_SECONDS)
     samples: list = field(default_factory=list)  # sampled errors, for distributions
     tolerance_samples: list = field(default_factory=list)
 
@@ -310,6 +328,37 @@ def grid_count(op: str, pilot: tuple[int, float] | None, budget_s: float | None,
     return int(affordable // unit)
 
 
+def tiles_work(length: int, pairs: int) -> int:
+    """``probe_work`` of the largest case of a many-tiles rung: ``pairs`` (batch, head) pairs of
+    ``length`` queries and keys at TILES_MAX_HEAD_DIM, a K/V head a pair."""
+    d = strategies.attention.TILES_MAX_HEAD_DIM
+    return pairs * (length * length + length * d + PAIR_WORK) + 2 * pairs * length * d
+
+
+def tiles_rung_fits(pilot: tuple[int, float] | None, rung: tuple[int, int], spent_s: float,
+                     budget_s: float | None) -> bool:
+    """Whether the many-tiles ``rung`` (length, pairs), at the speed of ``pilot`` (a case's
+    ``probe_work`` and the wall seconds of its whole check), finishes within TILES_SECONDS, and
+    GRID_SHARE of ``budget_s`` where there is one, less the ``spent_s`` of the rungs before it.
+    False without a pilot (see tiles_seconds)."""
+    if pilot is None or pilot[0] <= 0 or pilot[1] <= 0.0:
+        return False
+    allowed = TILES_SECONDS if budget_s is None else min(TILES_SECONDS, GRID_SHARE * budget_s)
+    return spent_s + tiles_seconds(pilot, rung) <= allowed
+
+
+def tiles_seconds(pilot: tuple[int, float], rung: tuple[int, int]) -> float:
+    """The seconds a many-tiles ``rung`` is expected to take, from ``pilot`` (a smaller case's
+    ``probe_work`` and whole check time): the time scaled by the ratio of the two's work, each
+    weighed by ``(work / TILES_CACHE_WORK) ** (TILES_GROWTH - 1)`` past TILES_CACHE_WORK.  Past
+    a few million scores the check's float64 tensors outgrow the caches: on the CPU here 3.2 M
+    scores took 1.0 s and 13.1 M took 10.0 s (sdpa-math, float32, 2026-12-01), ten times the time
+    for four times the work."""
+    def weighed(work: int) -> float:
+        return work * max(1.0, work / TILES_CACHE_WORK) ** (TILES_GROWTH - 1.0)
+    return pilot[1] * weighed(tiles_work(*rung)) / weighed(pilot[0])
+
+
 def many_heads_pairs(floor: int, seconds: float, pairs_seen: int, budget_s: float | None) -> int:
     """Pairs for the many-heads probe from the speed so far: ``seconds`` (the target's and the
     oracle's) over ``pairs_seen`` (``case_pairs`` summed): as many as fit in MANY_HEADS_SHARE of
@@ -329,11 +378,11 @@ def many_heads_pairs(floor: int, seconds: float, pairs_seen: int, budget_s: floa
 
 
 def _strategy_args(target: Target, dtype: str, opts: CheckOptions, pairs: int | None = None, entries: int = 0,
-                   grid: int = 0) -> dict[str, Any]:
+                   grid: int = 0, tiles: int = 0) -> dict[str, Any]:
     """The keyword arguments of the target's strategy (softmax_cases or attention_cases);
     ``pairs``: the many-heads probe's pair count, if not the size profile's; ``entries``: the
     many-rows probe's entries (softmax_cases' probe_entries); ``grid``: the grid probe's rows or
-    pairs (0: none)."""
+    pairs (0: none); ``tiles``: the many-tiles probe's length (attention; 0: none)."""
     prof = opts.profile.for_dtype(dtype)
     caps = target.caps
     if target.op == "softmax":
@@ -347,7 +396,7 @@ def _strategy_args(target: Target, dtype: str, opts: CheckOptions, pairs: int | 
         caps = caps.with_(max_length=min(caps.max_length or prof.attention_probe_max_seq, prof.attention_probe_max_seq))
     return dict(dtypes=(dtype,), caps=caps, max_seq=prof.attention_max_seq, max_batch=prof.attention_max_batch,
                 max_heads=prof.attention_max_heads, head_dims=dims,
-                many_heads_pairs=pairs or prof.attention_many_heads_pairs, grid_pairs=grid)
+                many_heads_pairs=pairs or prof.attention_many_heads_pairs, grid_pairs=grid, tiles_seq=tiles)
 
 
 #: Per op: the strategy, and the function listing the probes its arguments allow.
@@ -356,9 +405,9 @@ _STRATEGIES = {"softmax": (strategies.softmax_cases, strategies.softmax_probes),
 
 
 def _strategy(target: Target, dtype: str, opts: CheckOptions, probe: str | None = None, pairs: int | None = None,
-              entries: int = 0, grid: int = 0):
+              entries: int = 0, grid: int = 0, tiles: int = 0):
     """The target's strategy; with ``probe``, every case is that probe."""
-    return _STRATEGIES[target.op][0](**_strategy_args(target, dtype, opts, pairs, entries, grid), probe=probe)
+    return _STRATEGIES[target.op][0](**_strategy_args(target, dtype, opts, pairs, entries, grid, tiles), probe=probe)
 
 
 def probe_round(target: Target, dtype: str, opts: CheckOptions) -> tuple[str, ...]:
@@ -377,6 +426,16 @@ def probe_round(target: Target, dtype: str, opts: CheckOptions) -> tuple[str, ..
         return ()
     probes = _STRATEGIES[target.op][1](**_strategy_args(target, dtype, opts))
     return probes if len(probes) * opts.probe_examples <= opts.max_examples // 2 else ()
+
+
+def warm_target_seconds(target: Target, case, opts: CheckOptions) -> float | None:
+    """The seconds of a second call of an attention ``target`` on ``case``'s inputs, its compiled
+    kernels now cached (None where the call fails)."""
+    built = case.build(device=opts.device)
+    _, violation, seconds = engine.call_target(target.fn, (built.q, built.k, built.v),
+                                               dict(scale=built.scale, causal=built.causal, mask=built.mask),
+                                               opts.timeout)
+    return None if violation is not None else seconds
 
 
 def run_case(target: Target, case, opts: CheckOptions) -> engine.CaseOutcome:
@@ -470,8 +529,9 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
 
     rng = random.Random(opts.seed)
     state: dict[str, Any] = {"found": False, "worst": -1.0, "worst_case": None, "pairs_seen": 0, "pairs": None,
-                             "work_seen": 0, "wall_seen": 0.0, "entries": 0, "grid": 0, "last_cost": None,
-                             "probe_costs": {}}
+                             "work_seen": 0, "wall_seen": 0.0, "entries": 0, "grid": 0, "tiles": 0, "last_cost": None,
+                             "probe_costs": {}, "tiles_pilots": {},
+                             "last_case": None, "last_target_s": 0.0}
     start = time.perf_counter()
 
     def record(case, out: engine.CaseOutcome) -> None:
@@ -553,6 +613,7 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
             state["work_seen"] += work
             state["wall_seen"] += wall
             state["last_cost"] = (work, wall)
+            state["last_case"], state["last_target_s"] = case, out.seconds
         ratio = out.evaluation.max_ratio
         hyp_target(min(ratio, 1e12), label="error/tolerance")
         if out.evaluation.violations:
@@ -573,7 +634,8 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
         # the interpreter each row is a program, and 447 rows of one entry took 14.7 s).
         entries = state["entries"] if probe or state["entries"] < many_rows_default_cost(opts, fmt.name) else 0
         test = given(case=_strategy(target, fmt.name, opts, probe, state["pairs"], entries,
-                                    state["grid"] if probe in GRID_PILOTS else 0))(test)
+                                    state["grid"] if probe in GRID_PILOTS else 0,
+                                    state["tiles"] if probe == "many-tiles" else 0))(test)
         test = settings(max_examples=max_examples, deadline=None, database=database, derandomize=False,
                         report_multiple_bugs=False, print_blob=False,
                         phases=phases + ((Phase.target,) if climb else ()),
@@ -592,6 +654,54 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
             pass
         finally:
             state.update(deadline=None, stopping=False)
+
+    def compiled_share(case, cold_s: float) -> float:
+        """The seconds of a first call on a new shape beyond a second one: on a GPU, Triton's
+        compilation and autotuning or torch.compile's (0 on the CPU, where nothing compiles)."""
+        if opts.device == "cpu" or case is None:
+            return 0.0
+        warm = warm_target_seconds(target, case, opts)
+        return 0.0 if warm is None else max(0.0, cold_s - warm)
+
+    def climb_tiles() -> str:
+        """The many-tiles probe's rungs, each where the case before it says it fits
+        (tiles_rung_fits); what was tried, or why nothing.  A compiled target's first call on a
+        new shape compiles (seconds, whatever the shape): that share of each case's time is
+        measured (compiled_share) and left out of the estimates and of the time allowed."""
+        pilot_name = next((p for p in TILES_PILOTS if state["probe_costs"].get(p)), None)
+        pilot, spent, total, reached = state["probe_costs"].get(pilot_name), 0.0, 0.0, None
+        if pilot is not None:
+            compiling = compiled_share(*state["tiles_pilots"].get(pilot_name, (None, 0.0)))
+            pilot = (pilot[0], max(pilot[1] - compiling, 1e-6))
+        why = f"no {' or '.join(TILES_PILOTS)} probe ran to time it"
+        for rung in strategies.attention.TILES_RUNGS:
+            why = ""
+            args = _strategy_args(target, fmt.name, opts, tiles=rung[0])
+            if "many-tiles" not in _STRATEGIES["attention"][1](**args):
+                why = (f"{rung[0]} queries and keys are past the target's max_length or the size profile's "
+                       f"probes for {fmt.name}")
+                break
+            if not tiles_rung_fits(pilot, rung, spent, opts.budget_s):
+                if pilot is not None:
+                    why = (f"{rung[0]} x {rung[0]} over {rung[1]} pairs would take about "
+                           f"{tiles_seconds(pilot, rung):.2g} s at the speed of the case before")
+                break
+            state["tiles"], state["last_cost"] = rung[0], None
+            began = time.perf_counter()
+            total -= began
+            search("many-tiles", opts.probe_examples, opts.seed)
+            compiling = compiled_share(state["last_case"], state["last_target_s"]) if state["last_cost"] else 0.0
+            spent += max(0.0, time.perf_counter() - began - compiling)
+            total += time.perf_counter()
+            pilot, reached = state["last_cost"], rung
+            if pilot is not None:
+                pilot = (pilot[0], max(pilot[1] - compiling, 1e-6))
+        if reached is None:
+            return f"many-tiles not tried: {why or 'no pilot'}"
+        done = f"many-tiles: up to {reached[0]} x {reached[0]} over {reached[1]} pairs in {total:.2g} s"
+        if total - spent >= 0.05:
+            done += f" ({total - spent:.2g} s of them compiling)"
+        return f"{done}; {why}" if why else done
 
     # Without probes: one run.  With them: PROBE_ROUND_AT of the examples (and of the budget),
     # each probe (probe_round), then the rest under another seed (the same seed would repeat
@@ -616,6 +726,8 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
                 state["last_cost"] = None
                 search(probe, opts.probe_examples, opts.seed)
                 state["probe_costs"][probe] = state["last_cost"]
+                if probe in TILES_PILOTS and state["last_cost"] is not None:
+                    state["tiles_pilots"][probe] = (state["last_case"], state["last_target_s"])
             grid_probe = "grid-rows" if target.op == "softmax" else "grid-heads"
             state["grid"] = grid_count(target.op, state["probe_costs"].get(GRID_PILOTS[grid_probe]), opts.budget_s,
                                        opts.profile.for_dtype(fmt.name).softmax_max_length)
@@ -625,6 +737,8 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
             else:
                 cell.grid_probe = (f"{grid_probe} not tried: the {GRID_PILOTS[grid_probe]} probe's speed affords "
                                    f"{state['grid']} (a grid axis holds {GRID_AXIS_LIMIT})")
+            if target.op == "attention":
+                cell.tiles_probe = climb_tiles()
             left = opts.max_examples - climbing - cell.examples
             if left > 0:
                 search(None, left, later, plain_end)
