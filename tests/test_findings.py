@@ -194,6 +194,29 @@ def test_sdpa_cudnn_reads_past_a_padded_value_row() -> None:
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_sdpa_cudnn_gives_values_for_a_query_row_with_no_visible_key(dtype: torch.dtype) -> None:
+    """Found by a search of sdpa-cudnn on the H200 (2026-12-01 06:05 UTC, torch 2.11; causal with a
+    single-unmasked mask, Nq = 119, Nk = 609): a query row whose boolean mask hides every key
+    comes back as finite, nonzero numbers, neither 0 (what efficient and math return, PyTorch's
+    rule since pytorch #133882) nor NaN.  Characterized at about 06:23 UTC on aligned, contiguous
+    inputs from Nq = Nk = 2 to 119 x 609, both 16-bit dtypes, causal or not; the other rows
+    agree with math.  Shown here with Nq = Nk = 16, D = 64, query 1 masked out."""
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 16, 64, generator=gen).to("cuda", dtype) for _ in range(3))
+    mask = torch.ones(16, 16, dtype=torch.bool, device="cuda")
+    mask[1] = False
+    cudnn = _sdpa("CUDNN_ATTENTION", q, k, v, attn_mask=mask)
+    math_ = _sdpa("MATH", q, k, v, attn_mask=mask)
+    assert bool((math_[:, :, 1] == 0).all())
+    assert bool((_sdpa("EFFICIENT_ATTENTION", q, k, v, attn_mask=mask)[:, :, 1] == 0).all())
+    assert torch.isfinite(cudnn).all() and bool((cudnn[:, :, 1] != 0).any())
+    others = torch.ones(16, dtype=torch.bool)
+    others[1] = False
+    assert torch.allclose(cudnn[:, :, others].float(), math_[:, :, others].float(), rtol=0, atol=2e-2)
+
+
+@pytest.mark.gpu
 def test_sdpa_efficient_flushes_float32_subnormals() -> None:
     """Found by ``verify run --device cuda`` on the H200 (16:47 UTC, torch 2.11): with one query
     and one key the output is V's row, but the efficient backend returns 0 for a float32 V
