@@ -134,10 +134,11 @@ V_VALUE_KINDS = QK_VALUE_KINDS + ("full-range",)
 #: Softmax layouts, simplest first.  "misaligned" stays last: its feature is
 #: ``layout:misaligned`` alone, and SOFTMAX_FEATURES lists ``layout:<name>`` for the others.
 SOFTMAX_LAYOUTS = (
-    "contiguous", "row-padded", "transposed", "strided", "batch-sliced", "lead-permuted", "misaligned"
+    "contiguous", "row-padded", "transposed", "strided", "batch-sliced", "lead-permuted", "lead-broadcast",
+    "misaligned"
 )
 #: Softmax layouts that only differ from contiguous for a 3-D or 4-D input.
-SOFTMAX_LEADING_LAYOUTS = ("batch-sliced", "lead-permuted")
+SOFTMAX_LEADING_LAYOUTS = ("batch-sliced", "lead-permuted", "lead-broadcast")
 ATTENTION_LAYOUTS = ("contiguous", "bnhd", "head-dim-padded", "strided-seq", "dim-major", "seq-sliced", "misaligned")
 
 #: Features a softmax case can carry.

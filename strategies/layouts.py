@@ -14,6 +14,12 @@ Softmax (2-D / 3-D / 4-D, last axis = the softmax axis):
   strided       every other element: last-dim stride 2.
   misaligned    contiguous, but starting one element into the allocation (the
                 data pointer is not 16-byte aligned).
+  lead-broadcast the batch stored once and expanded (stride 0), as a bias or logits shared
+                across the batch are passed: every batch entry holds entry 0's values (the
+                rest of the drawn values, and specials placed there, are dropped), while the
+                rows (and heads) within it differ.
+                A kernel that takes its row offsets from the shape, or that treats any
+                stride-0 dim as "every row is the same", gets them wrong.
  3-D (batch, rows, length) and 4-D (batch, heads, rows, length) only, where the leading
  dims no longer collapse into one row stride (row r of the flattened input is not at
  r * stride(-2)):
@@ -73,6 +79,8 @@ def plan(layout: str, shape: tuple[int, ...]) -> Plan:
     if layout == "lead-permuted":
         order = tuple(reversed(range(len(lead)))) + (len(lead),)
         return (*reversed(lead), n), lambda b: b.permute(order)
+    if layout == "lead-broadcast":
+        return (1, *shape[1:]), lambda b: b.expand(shape)
     if layout == "bnhd":
         bsz, heads, seq, dim = shape
         return (bsz, seq, heads, dim), lambda b: b.permute(0, 2, 1, 3)
@@ -92,6 +100,9 @@ def materialize(x: torch.Tensor, layout: str, device: str = "cpu") -> torch.Tens
     """``x`` (on CPU, any dtype) in ``layout`` on ``device``, with NaN in the gaps."""
     if layout == "contiguous":
         return x.contiguous().to(device)
+    if layout == "lead-broadcast":
+        # Index 0 of the first dim, once, expanded: no gaps to poison.
+        return x[:1].contiguous().to(device).expand(x.shape)
     base_shape, view = plan(layout, tuple(x.shape))
     # Filled in float64 (exact for every supported dtype), then converted once.
     base = torch.full(base_shape, float("nan"), dtype=torch.float64)

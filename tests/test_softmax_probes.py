@@ -261,7 +261,25 @@ def test_four_d_inputs_make_a_half_flattened_batch_visible(four_d_cases) -> None
     assert total >= 10 and shown == total, (shown, total)
 
 
-@pytest.mark.parametrize("layout", SOFTMAX_LEADING_LAYOUTS)
+@pytest.mark.parametrize("shape", [(2, 3, 5), (2, 3, 4, 5)])
+def test_lead_broadcast_shares_the_first_batch_entry_with_stride_zero(shape: tuple[int, ...]) -> None:
+    """The batch stored once and expanded: a kernel taking a stride-0 dim for "all rows equal"
+    (a broadcast fast path) or its row offsets from the shape gets the other rows wrong."""
+    batch, *heads, rows, length = shape
+    spec = SoftmaxSpec(dtype="float32", rows=rows, length=length, batch=batch, heads=heads[0] if heads else 0,
+                       layout="lead-broadcast", seed=5)
+    x = spec.build()
+    reference = SoftmaxSpec.from_dict({**spec.to_dict(), "layout": "contiguous"}).build()
+    assert x.stride(0) == 0 and x.stride(-1) == 1 and not x.is_contiguous()
+    assert torch.equal(x[0], reference[0]) and all(torch.equal(x[b], x[0]) for b in range(batch))
+    rows_of_one_entry = x[0].reshape(-1, length)
+    assert not torch.equal(rows_of_one_entry[0], rows_of_one_entry[1])  # the rows within an entry differ
+    assert "layout:lead-broadcast" in SoftmaxCase(spec).features
+    expanded_fast_path = _softmax64(x.reshape(-1, length)[:1]).expand(x.numel() // length, length).reshape(x.shape)
+    assert _visible(_softmax64(x), expanded_fast_path, x.dtype)
+
+
+@pytest.mark.parametrize("layout", [name for name in SOFTMAX_LEADING_LAYOUTS if name != "lead-broadcast"])
 @pytest.mark.parametrize("shape", [(2, 3, 5), (2, 3, 4, 5)])
 def test_leading_dim_layouts_keep_values_and_break_the_row_stride(layout: str, shape: tuple[int, ...]) -> None:
     batch, *heads, rows, length = shape
