@@ -175,13 +175,22 @@ ABSORPTION_MIN_V_VALUE = 2.0**-4
 #: one time in ``ZERO_SCALE_ODDS`` otherwise); ``index-width``: Nk at the edge of 16-bit key
 #: offsets; ``mid-keys``: thousands of keys; ``mid-queries``: a thousand queries or more;
 #: ``many-heads``: many (batch, head) pairs; ``absorption``: see ``ABSORPTION_MIN_KEYS``;
-#: ``grid-heads`` and ``many-tiles`` (forced only): see GRID_HEADS_MAX_SEQ and TILES_RUNGS.
-ATTENTION_PROBES = ("zero-scale", "absorption", "many-heads", "mid-keys", "mid-queries", "index-width",
-                    "grid-heads", "many-tiles")  # cheapest first
+#: ``grid-heads`` and ``many-tiles`` (forced only): see GRID_HEADS_MAX_SEQ and TILES_RUNGS;
+#: ``causal-offset`` (forced only): causal with Nq and Nk apart, see CAUSAL_OFFSET_SIDES.
+ATTENTION_PROBES = ("zero-scale", "causal-offset", "absorption", "many-heads", "mid-keys", "mid-queries",
+                    "index-width", "grid-heads", "many-tiles")  # cheapest first
 #: The value of the probe draw that takes each of the probes drawn by it (the two long-sequence
 #: probes share one: a second draw picks the side).
 _PROBE_DRAWS = {"mid-keys": PROBE_ODDS - 1, "mid-queries": PROBE_ODDS - 1, "many-heads": PROBE_ODDS - 2,
                 "absorption": PROBE_ODDS - 3}
+#: The causal-offset probe (forced only, within the size profile): causal with the longest keys
+#: against about half as many queries (the simplest case) or the reverse.  Top-left and
+#: bottom-right alignment differ on every query then, and so do a diagonal that ignores Nq or
+#: Nk, whatever the tiles; drawn at random, causal cases with Nq != Nk come a few in ten, after
+#: Hypothesis's first simple (often square) examples, and an interpreted kernel's budget of a few
+#: seconds a dtype held about a dozen examples (the main job, 2026-12-01, where a bottom-right
+#: mutant survived 34 of them).
+CAUSAL_OFFSET_SIDES = ("keys", "queries")
 MID_KEYS_MAX = 4097
 #: The mid-queries probe: Nq past max_seq up to MID_QUERIES_MAX against at most
 #: MID_QUERIES_MAX_KEYS keys.  A kernel's grid runs over query tiles, and bugs in the later
@@ -707,6 +716,8 @@ class _AttentionConfig:
         if not self.grid_pairs or not self.grid_axes:
             out["grid-heads"] = (f"probes=False, or grid_pairs below {GRID_AXIS_LIMIT + 1} (the search sizes it by "
                                  "the target's speed), or caps.max_pairs, max_batch and max_heads allow no more")
+        if not self.causal or self.causal_square_only or self.max_seq < 2:
+            out["causal-offset"] = "caps take no causal flag, or causal only with Nq == Nk, or max_seq below 2"
         if self.tiles_seq < TILES_MIN_SEQ:
             out["many-tiles"] = (f"probes=False, or tiles_seq (within caps.max_length) below {TILES_MIN_SEQ} (the "
                                   "search sizes it by the target's speed)")
@@ -1235,6 +1246,14 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
             batch = 1 << (pairs.bit_length() // 2)
             heads = -(-pairs // batch)
         heads_kv, group = (1, heads) if shared else (heads, 1)
+    elif c.probe == "causal-offset":
+        # The longest side at max_seq, the other about half of it (+1: no tile boundary in common).
+        longer = draw(st.sampled_from(CAUSAL_OFFSET_SIDES))
+        longest, shorter = c.max_seq, max(c.min_seq, c.max_seq // 2 + 1)
+        if shorter == longest:
+            shorter = longest - 1
+        seq_q, seq_k = (shorter, longest) if longer == "keys" else (longest, shorter)
+        decode = False
     elif c.probe == "many-tiles":
         # Many query tiles against many key blocks over many pairs: the longest first, square
         # first (Nq about half of Nk is the other: causal then cuts the blocks on another diagonal).
@@ -1251,6 +1270,8 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
     if head_dim > WIDE_HEAD_DIM:
         # Rows this wide cost the oracle's exact fallback seconds each: keep the rest small.
         seq_q, seq_k = min(seq_q, WIDE_HEAD_MAX_SEQ), min(seq_k, WIDE_HEAD_MAX_SEQ)
+        if c.probe == "causal-offset" and seq_q == seq_k > 1:  # keep the two lengths apart
+            seq_q, seq_k = (seq_q // 2 + 1, seq_k) if seq_q <= seq_k else (seq_q, seq_k // 2 + 1)
         batch, heads_kv, group = 1, min(heads_kv, 2), min(group, 2)
     heads_q = heads_kv * group
     scale = draw(_scales())
@@ -1265,8 +1286,15 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         wide = c.probe == "index-width"
 
     # The many-tiles probe is causal first: its simplest case (the probe round's) is the
-    # strongest, and with causal off every tile sees every key.  The same one draw either way.
-    causal = (draw(st.booleans()) != (c.probe == "many-tiles")) and not decode if c.causal else False
+    # strongest, and with causal off every tile sees every key.  So is the forced mid-queries
+    # probe: with Nq far past Nk, top-left causal shows the first queries a prefix and the rest
+    # every key, where bottom-right shows most queries nothing, and a kernel that aligns the
+    # diagonal the wrong way differs on every query tile.  The same one draw either way.
+    causal_first = (c.probe in ("many-tiles", "causal-offset")
+                    or (c.probe == "mid-queries" and not c.causal_square_only))
+    causal = (draw(st.booleans()) != causal_first) and not decode if c.causal else False
+    if c.probe == "causal-offset":
+        causal = True  # the probe itself (available only where caps take a causal flag)
     if causal and c.causal_square_only:
         # A mid-keys probe's keys are past max_seq; a many-tiles probe's are meant to be.
         seq_q = seq_k = seq_k if c.probe == "many-tiles" else min(seq_k, c.max_seq)

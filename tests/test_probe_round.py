@@ -61,6 +61,8 @@ def _attention_probe_holds(probe: str, case) -> bool:
         "grid-heads": (s.batch * s.heads_q > GRID_AXIS_LIMIT and max(s.seq_q, s.seq_k) <= A.GRID_HEADS_MAX_SEQ
                        and "attn:grid-heads" in case.features
                        and (s.mask is None or s.mask_shape in ("qk", "11qk", "1qk", "q1"))),  # masks shared by all pairs
+        "causal-offset": s.causal and (max(s.seq_q, s.seq_k) // 2 + 1 == min(s.seq_q, s.seq_k)) and (
+            max(s.seq_q, s.seq_k) == (MAX_SEQ if s.head_dim <= A.WIDE_HEAD_DIM else A.WIDE_HEAD_MAX_SEQ)),
         "many-tiles": (A.TILES_MIN_SEQ <= s.seq_k <= A.TILES_RUNGS[0][0] and s.seq_q in (s.seq_k, s.seq_k // 2 + 1)
                        and s.batch * s.heads_q >= A.TILES_RUNGS[0][1] // 2 and s.head_dim <= A.TILES_MAX_HEAD_DIM
                        and (s.mask is None or s.mask_shape in ("qk", "11qk", "1qk", "q1"))),
@@ -109,12 +111,16 @@ def test_the_simplest_case_of_a_forced_probe_is_its_strongest() -> None:
     assert s.q.kind == "slab-levels"
     assert "attn:many-heads" in many.features
     assert s.seq_q == s.seq_k == A.MANY_HEADS_MAX_SEQ  # with one key, Q and K do not matter
+    offset = find(attention_cases(dtypes=("float16",), max_seq=MAX_SEQ, probe="causal-offset"), lambda c: True,
+                  **first)
+    assert offset.spec.causal and (offset.spec.seq_q, offset.spec.seq_k) == (MAX_SEQ // 2 + 1, MAX_SEQ)
     zero = find(attention_cases(dtypes=("float16",), max_seq=MAX_SEQ, probe="zero-scale"), lambda c: True, **first)
     assert zero.spec.scale == 0.0 and zero.spec.seq_k >= A.ZERO_SCALE_MIN_KEYS  # one key: every scale agrees
     keys = find(attention_cases(dtypes=("float16",), max_seq=MAX_SEQ, probe="mid-keys"), lambda c: True, **first)
     assert (keys.spec.seq_k, keys.spec.seq_q) == (A.MID_KEYS_MAX, A.MID_KEYS_MAX_QUERIES)
     queries = find(attention_cases(dtypes=("float16",), max_seq=MAX_SEQ, probe="mid-queries"), lambda c: True, **first)
     assert (queries.spec.seq_q, queries.spec.seq_k) == (A.MID_QUERIES_MAX - 1, A.MID_QUERIES_MAX_KEYS)
+    assert queries.spec.causal  # Nq far past Nk: top-left and bottom-right differ on every query tile
     grid = find(attention_cases(dtypes=("float16",), max_seq=MAX_SEQ, probe="grid-heads", **GRID["attention"]),
                 lambda c: True, **first)
     s = grid.spec
@@ -156,8 +162,11 @@ def test_which_probes_the_arguments_allow_and_clear_errors_otherwise() -> None:
     assert softmax_probes(elementwise=True) == ()
     assert softmax_probes(caps=Capabilities(max_length=1000), max_length=300) == ("four-d", "many-rows", "long-row")
     assert softmax_probes(many_rows=False, four_d=False) == ("long-row", "index-width")
-    assert attention_probes(probes=False, index_widths=False) == ("zero-scale",)  # a scale, not a size
-    assert attention_probes(max_seq=8) == ("zero-scale", "many-heads", "mid-keys", "mid-queries", "index-width")  # absorption: 17 keys
+    assert attention_probes(probes=False, index_widths=False) == ("zero-scale", "causal-offset")  # not sizes
+    assert attention_probes(max_seq=8) == ("zero-scale", "causal-offset", "many-heads", "mid-keys", "mid-queries",
+                                           "index-width")  # absorption: 17 keys
+    assert "causal-offset" not in attention_probes(caps=Capabilities(causal_square_only=True))
+    assert "causal-offset" not in attention_probes(caps=Capabilities(causal=False))
     with pytest.raises(InvalidArgument, match=r"probe must be None or one of"):
         softmax_cases(probe="absorption")
     with pytest.raises(InvalidArgument, match=r"max_seq .* below 17; pass probe=None, or one of \('zero-scale'"):
