@@ -1290,8 +1290,7 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
     # probe: with Nq far past Nk, top-left causal shows the first queries a prefix and the rest
     # every key, where bottom-right shows most queries nothing, and a kernel that aligns the
     # diagonal the wrong way differs on every query tile.  The same one draw either way.
-    causal_first = (c.probe in ("many-tiles", "causal-offset")
-                    or (c.probe == "mid-queries" and not c.causal_square_only))
+    causal_first = c.probe == "many-tiles" or (c.probe == "mid-queries" and not c.causal_square_only)
     causal = (draw(st.booleans()) != causal_first) and not decode if c.causal else False
     if c.probe == "causal-offset":
         causal = True  # the probe itself (available only where caps take a causal flag)

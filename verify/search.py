@@ -688,11 +688,11 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
                 break
             state["tiles"], state["last_cost"] = rung[0], None
             began = time.perf_counter()
-            total -= began
             search("many-tiles", opts.probe_examples, opts.seed)
             compiling = compiled_share(state["last_case"], state["last_target_s"]) if state["last_cost"] else 0.0
-            spent += max(0.0, time.perf_counter() - began - compiling)
-            total += time.perf_counter()
+            elapsed = time.perf_counter() - began
+            total += elapsed
+            spent += max(0.0, elapsed - compiling)
             pilot, reached = state["last_cost"], rung
             if pilot is not None:
                 pilot = (pilot[0], max(pilot[1] - compiling, 1e-6))
