@@ -17,7 +17,7 @@ import torch
 
 from kernels import reference
 from kernels.registry import Target
-from verify import contracts, metrics, oracle, tolerance
+from verify import contracts, metrics, oracle, tolerance, truth_chunks
 from verify.contracts import Evaluation, Violation
 from verify.dtypes import get_format
 
@@ -259,15 +259,8 @@ def check_attention_input(
     fmt = get_format(q.dtype)
     t0 = time.perf_counter()
     model = tolerance.ToleranceModel.for_target(target.caps, fmt.name)
-    # The exact (slow) fallback only for undecided rows the tolerance will measure: a row
-    # that is ill-conditioned for this target's precision is not measured.
-    def measured_rows(fast: oracle.AttentionTruth) -> torch.Tensor:
-        tol = tolerance.attention_tolerance_units(q, v, fast, fmt, model)
-        return fast.uncertified_rows & ~torch.isinf(tol).all(-1)
-
-    truth = oracle.attention_truth(q, k, v, scale=scale, causal=causal, mask=mask, target=fmt,
-                                   max_fallback_work=max_fallback_work, fallback_only=measured_rows)
-    tol = tolerance.attention_tolerance_units(q, v, truth, fmt, model)
+    truth, tol = truth_chunks.attention_truth_and_tolerance(q, k, v, scale=scale, causal=causal, mask=mask, fmt=fmt,
+                                                            model=model, max_fallback_work=max_fallback_work)
     osecs = time.perf_counter() - t0
     ev = contracts.evaluate_attention(out, truth, tol, masked_rows, v=v,
                                       hull_slack=tolerance.hull_relative_slack(q.dtype, fmt, model))

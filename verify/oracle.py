@@ -107,15 +107,16 @@ class AttentionTruth:
     # 0 * NaN = NaN, so a P V product may turn it non-finite: such an element may be NaN, or exact.
     may_be_nonfinite: torch.Tensor
     input_has_nonfinite: bool  # any NaN / inf anywhere in q, k or v
-    visible: torch.Tensor  # (B, Hq, Nq, Nk) bool: the effective causal & mask pattern
+    visible: torch.Tensor | None  # (B, Hq, Nq, Nk) bool: the effective causal & mask pattern
     fallback_rows: torch.Tensor  # (B, Hq, Nq) bool
     uncertified_rows: torch.Tensor  # (B, Hq, Nq) bool: undecided rows past max_fallback_work (not measured)
     target: str
     # float64 intermediates of the fast path, accurate to ~1e-13 relative; the
-    # tolerance policy evaluates its first-order bounds with them.
-    probs: torch.Tensor  # (B, Hq, Nq, Nk) softmax weights (0 where not visible)
-    shifted: torch.Tensor  # (B, Hq, Nq, Nk) scaled score minus the row max (-inf where not visible)
-    abs_scores: torch.Tensor  # (B, Hq, Nq, Nk) |scale| * sum_d |q_d k_jd|
+    # tolerance policy evaluates its first-order bounds with them.  None (with ``visible``) in
+    # a truth assembled from slices of a case (verify.truth_chunks), which drops them.
+    probs: torch.Tensor | None  # (B, Hq, Nq, Nk) softmax weights (0 where not visible)
+    shifted: torch.Tensor | None  # (B, Hq, Nq, Nk) scaled score minus the row max (-inf where not visible)
+    abs_scores: torch.Tensor | None  # (B, Hq, Nq, Nk) |scale| * sum_d |q_d k_jd|
 
 
 # --------------------------------------------------------------------------------------
