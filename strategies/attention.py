@@ -54,7 +54,7 @@ from strategies._validation import (
     resolve_switch,
     spec_error,
 )
-from strategies.features import ATTENTION_LAYOUTS, QK_VALUE_KINDS, V_VALUE_KINDS, ordered
+from strategies.features import ATTENTION_BROADCAST_LAYOUTS, ATTENTION_LAYOUTS, QK_VALUE_KINDS, V_VALUE_KINDS, ordered
 from strategies.layouts import has_strided_last_dim, is_aligned, is_noncontiguous, materialize
 from strategies.lengths import (
     GRID_AXIS_LIMIT,
@@ -688,6 +688,7 @@ class _AttentionConfig:
     noncontiguous: bool
     layout_alignment: int = 1
     unit_last_stride: bool = False
+    zero_strides: bool = True  # the batch- and head-broadcast layouts (caps.zero_strides)
     mask_layouts: tuple[str, ...] = MASK_LAYOUTS
     index_lengths: tuple[int, ...] = ()  # rare key lengths past max_seq (lengths.INDEX_WIDTH_LENGTHS)
     mid_keys_max: int = 0  # rare key lengths in (max_seq, mid_keys_max]; 0: none
@@ -903,6 +904,7 @@ def _attention_config(dtypes, caps, max_seq, max_batch, max_heads, head_dims, sp
         noncontiguous=caps.noncontiguous,
         layout_alignment=caps.layout_alignment,
         unit_last_stride=caps.unit_last_stride,
+        zero_strides=caps.zero_strides,
         index_lengths=index_width_lengths(lo, caps.max_length, hi) if index_widths else (),
         mid_keys_max=min(MID_KEYS_MAX, caps.max_length or MID_KEYS_MAX) if probes else 0,
         mid_queries_max=min(MID_QUERIES_MAX, caps.max_length or MID_QUERIES_MAX) if probes else 0,
@@ -943,12 +945,14 @@ def _score_roundoffs(fmt: FloatFormat, caps: Capabilities) -> tuple[float, float
 
 def _layouts_for(c: _AttentionConfig, shape: tuple[int, ...], fmt: FloatFormat) -> tuple[str, ...]:
     """The layouts this tensor may be drawn in: all of them, or those meeting the target's alignment
-    and, with ``unit_last_stride``, keeping the head dim's stride 1."""
+    and, with ``unit_last_stride``, keeping the head dim's stride 1, and without ``zero_strides``
+    none expanded over a dim."""
     if not c.noncontiguous:
         return ("contiguous",)
     return tuple(name for name in ATTENTION_LAYOUTS
                  if is_aligned(name, shape, fmt.torch_dtype.itemsize, c.layout_alignment)
-                 and not (c.unit_last_stride and has_strided_last_dim(name, shape)))
+                 and not (c.unit_last_stride and has_strided_last_dim(name, shape))
+                 and (c.zero_strides or name not in ATTENTION_BROADCAST_LAYOUTS))
 
 
 #: One example in this many takes a scale of 0: softmax is uniform over the visible keys

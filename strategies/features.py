@@ -139,7 +139,11 @@ SOFTMAX_LAYOUTS = (
 )
 #: Softmax layouts that only differ from contiguous for a 3-D or 4-D input.
 SOFTMAX_LEADING_LAYOUTS = ("batch-sliced", "lead-permuted", "lead-broadcast")
-ATTENTION_LAYOUTS = ("contiguous", "bnhd", "head-dim-padded", "strided-seq", "dim-major", "seq-sliced", "misaligned")
+#: Attention layouts, simplest first; "misaligned" last, as for softmax.
+ATTENTION_LAYOUTS = ("contiguous", "bnhd", "head-dim-padded", "strided-seq", "dim-major", "seq-sliced",
+                     "batch-broadcast", "head-broadcast", "misaligned")
+#: Attention layouts with a zero stride (``Capabilities.zero_strides``).
+ATTENTION_BROADCAST_LAYOUTS = ("batch-broadcast", "head-broadcast")
 
 #: Features a softmax case can carry.
 SOFTMAX_FEATURES: tuple[str, ...] = (

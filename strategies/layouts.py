@@ -41,6 +41,16 @@ Attention (B, H, N, D):
                    sliced out of a preallocated KV cache: rows dense (stride D), but the head
                    and batch strides are not N x D, so a kernel that derives them from the
                    shape reads the next head's rows from the cache's unused tail.
+  batch-broadcast  batch entry 0 stored once and expanded over the batch (batch stride 0), as
+                   a prefix's K and V shared by every sequence of a batch are passed.
+  head-broadcast   head 0 stored once and expanded over the heads (head stride 0), as
+                   grouped-query K and V are handed to a kernel by ``expand`` instead of a copy
+                   (torch's SDPA efficient backend was reported wrong on such K/V, pytorch
+                   #191937).  Every batch entry (head) then holds entry 0's values: the rest
+                   of the drawn values, and specials placed there, are dropped.  Caught: an
+                   output allocated with an input's strides (its batch entries, or heads, all
+                   written to one place), a "broadcast" fast path that tests one zero stride
+                   and assumes the others, a flattening ``view`` that refuses the input.
 """
 
 from __future__ import annotations
@@ -55,6 +65,8 @@ from strategies.features import ATTENTION_LAYOUTS, SOFTMAX_LAYOUTS
 _GAP = 3  # odd on purpose: padded rows break every power-of-two alignment
 
 Plan = tuple[tuple[int, ...], Callable[[torch.Tensor], torch.Tensor]]
+#: The layouts stored once along one dim and expanded over it (stride 0), and that dim.
+BROADCAST_DIM = {"lead-broadcast": 0, "batch-broadcast": 0, "head-broadcast": 1}
 
 
 def plan(layout: str, shape: tuple[int, ...]) -> Plan:
@@ -79,8 +91,9 @@ def plan(layout: str, shape: tuple[int, ...]) -> Plan:
     if layout == "lead-permuted":
         order = tuple(reversed(range(len(lead)))) + (len(lead),)
         return (*reversed(lead), n), lambda b: b.permute(order)
-    if layout == "lead-broadcast":
-        return (1, *shape[1:]), lambda b: b.expand(shape)
+    if layout in BROADCAST_DIM:
+        dim = BROADCAST_DIM[layout]
+        return shape[:dim] + (1,) + shape[dim + 1:], lambda b: b.expand(shape)
     if layout == "bnhd":
         bsz, heads, seq, dim = shape
         return (bsz, seq, heads, dim), lambda b: b.permute(0, 2, 1, 3)
@@ -100,9 +113,11 @@ def materialize(x: torch.Tensor, layout: str, device: str = "cpu") -> torch.Tens
     """``x`` (on CPU, any dtype) in ``layout`` on ``device``, with NaN in the gaps."""
     if layout == "contiguous":
         return x.contiguous().to(device)
-    if layout == "lead-broadcast":
-        # Index 0 of the first dim, once, expanded: no gaps to poison.
-        return x[:1].contiguous().to(device).expand(x.shape)
+    if layout in BROADCAST_DIM:
+        # Index 0 of the broadcast dim, once, expanded: no gaps to poison.  A copy of that
+        # entry alone (a narrowed view would keep the dropped entries in its storage).
+        entry = x.narrow(BROADCAST_DIM[layout], 0, 1).clone(memory_format=torch.contiguous_format)
+        return entry.to(device).expand(x.shape)
     base_shape, view = plan(layout, tuple(x.shape))
     # Filled in float64 (exact for every supported dtype), then converted once.
     base = torch.full(base_shape, float("nan"), dtype=torch.float64)

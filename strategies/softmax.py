@@ -46,7 +46,7 @@ from strategies._validation import (
     spec_error,
 )
 from strategies.features import SOFTMAX_LAYOUTS, SOFTMAX_LEADING_LAYOUTS, SOFTMAX_VALUE_KINDS, ordered
-from strategies.layouts import is_noncontiguous, materialize
+from strategies.layouts import BROADCAST_DIM, is_noncontiguous, materialize
 from strategies.lengths import (
     GRID_AXIS_LIMIT,
     draws_index_width,
@@ -374,6 +374,7 @@ class _SoftmaxConfig:
     many_entries: int = 0  # and their entries in all
     grid_rows: tuple[int, ...] = ()  # row counts of the grid-rows probe (lengths.GRID_COUNTS)
     probe: str | None = None  # every case is this probe (SOFTMAX_PROBES)
+    zero_strides: bool = True  # the lead-broadcast layout (caps.zero_strides)
 
     def unavailable_probes(self) -> dict[str, str]:
         """The probes these settings cannot draw, each with the reason."""
@@ -544,7 +545,7 @@ def _softmax_config(dtypes, caps, max_length, max_rows, special_values, masks, e
     grid = grid_counts(grid_rows) if probes else ()
     config = _SoftmaxConfig(call, formats, lo, hi, max_rows, specials_on, masks_on, caps.noncontiguous, elementwise,
                             wide, four_d and probes, long_range, long_kinds, many, many_length,
-                            many_entries, grid, probe)
+                            many_entries, grid, probe, zero_strides=caps.zero_strides)
     return config
 
 
@@ -658,6 +659,8 @@ def _softmax_cases(draw: st.DrawFn, c: _SoftmaxConfig) -> SoftmaxCase:
     if c.noncontiguous:
         # The leading-dim layouts are plain contiguous memory for a 2-D input.
         layouts = SOFTMAX_LAYOUTS if batch else tuple(n for n in SOFTMAX_LAYOUTS if n not in SOFTMAX_LEADING_LAYOUTS)
+        if not c.zero_strides:
+            layouts = tuple(n for n in layouts if n not in BROADCAST_DIM)
     layout = draw(st.sampled_from(layouts))
     spec = SoftmaxSpec(
         dtype=fmt.name,

@@ -642,7 +642,7 @@ def test_attention_layouts_meet_a_declared_alignment(case: AttentionCase) -> Non
 @given(attention_cases(dtypes=("float16", "float32"), max_seq=20, caps=Capabilities(unit_last_stride=True)))
 def test_attention_layouts_keep_a_unit_head_dim_stride_where_declared(case: AttentionCase) -> None:
     x = case.build()
-    assert "dim-major" not in case.spec.layouts
+    assert case.spec.head_dim == 1 or "dim-major" not in case.spec.layouts  # one column: every stride is moot
     assert all(t.stride(-1) == 1 for t in (x.q, x.k, x.v) if t.shape[-1] > 1)
 
 

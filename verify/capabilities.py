@@ -26,6 +26,10 @@ class Capabilities:
     neg_inf: bool = True  # accepts -inf logits (masking by -inf)
     special_values: bool = True  # accepts NaN / +inf inputs and must propagate them
     noncontiguous: bool = True
+    # Takes inputs stored once and expanded with a zero stride: softmax over the batch
+    # (layout lead-broadcast), attention's Q, K, V over the batch or the heads.  Only with
+    # ``noncontiguous``.
+    zero_strides: bool = True
     # Bytes the data pointer and every stride but the last (which must be 1) must be multiples
     # of, for a non-contiguous or offset layout to be generated; 1: any layout.  Contiguous
     # inputs are always generated (a kernel must accept those, whatever its vector width).
