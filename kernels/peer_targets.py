@@ -13,8 +13,13 @@ the CUDA context is lost; efficient refuses a misaligned Q or K ("p.query_ptr is
 correctly aligned") and an odd row stride ("cutlassF: no kernel found to launch!").
 Efficient also refuses a boolean mask whose last stride is not 1 ("No available kernel";
 a transposed mask, found by the search on the H200), hence ``mask_unit_stride``.
-cuDNN gave the same output as with an aligned copy, so it is searched with every layout
-but one: Q, K or V stored dim-major (head-dim stride N) makes flash, efficient and cuDNN
+cuDNN raises nothing for a misaligned V and returns a result other than an aligned copy's,
+and it reads the gaps of a Q, K or V whose row stride is not a multiple of 8 elements
+(NaN from the suite's poisoned gaps; every such stride tried, 2026-12-02): silent wrong
+answers the search keeps visible, so cuDNN is searched with those layouts.  It refuses
+head dims that are not multiples of 8 (hence ``head_dim_multiple=8``) and takes stride-0
+batch and head broadcasts (bitwise equal to contiguous copies in 192 configurations,
+2026-12-02).  Q, K or V stored dim-major (head-dim stride N) makes flash, efficient and cuDNN
 refuse ("No available kernel", 2026-12-01), hence ``unit_last_stride`` for cuDNN (the other
 two are already kept to unit strides); FlexAttention and our Triton kernel took it.
 Past a CUDA grid axis's 65535 blocks (the grid-heads probe, 2026-12-01, torch 2.11): flash
@@ -135,9 +140,11 @@ register(Target(
 register(Target(
     "sdpa-cudnn", "attention",
     functools.partial(sdpa_backend, backend=SDPBackend.CUDNN_ATTENTION, native_gqa=False),
-    Capabilities(dtypes=LOW, devices=CUDA, min_length=2, head_dim_max=128, special_values=False,
-                 unit_last_stride=True,
+    Capabilities(dtypes=LOW, devices=CUDA, min_length=2, head_dim_max=128, head_dim_multiple=8,
+                 special_values=False, unit_last_stride=True,
                  notes=("rejected Nq = Nk = 1 (measured on the H200)", "GQA by expanding K/V heads",
+                        "refuses every head dim that is not a multiple of 8: 'No available kernel' (D = 1..128, "
+                        "measured on the H200, 2026-12-02)",
                         "refuses a head-dim stride other than 1: 'No available kernel' (measured on the H200)")),
     "torch SDPA pinned to CUDNN_ATTENTION", _cuda_probe, kind="torch",
 ))

@@ -178,19 +178,49 @@ def test_sdpa_cudnn_gives_nan_for_a_zero_scale() -> None:
 
 
 @pytest.mark.gpu
-def test_sdpa_cudnn_reads_past_a_padded_value_row() -> None:
-    """Found by ``verify run --device cuda`` on the H200 (14:36 UTC, torch 2.11), shrunk to
-    Nq = Nk = 2, D = 16: V is a view whose rows are 19 elements apart (a sliced, wider last
-    dim) and the gaps hold NaN.  cuDNN returns NaN, so it reads the gaps: a silently wrong
-    result for any such V, visible here only because the suite poisons the gaps."""
+@pytest.mark.parametrize("padded", ["q", "k", "v"])
+@pytest.mark.parametrize("head_dim, row_stride, reads_gaps", [
+    (16, 19, True), (16, 17, True), (64, 65, True), (96, 99, True),
+    (16, 24, False), (96, 104, False),
+])
+def test_sdpa_cudnn_reads_the_gaps_of_padded_rows(padded: str, head_dim: int, row_stride: int,
+                                                  reads_gaps: bool) -> None:
+    """Found by ``verify run --device cuda`` on the H200 (2026-11-29 14:36 UTC, torch 2.11), shrunk to
+    Nq = Nk = 2, D = 16: V a view whose rows are 19 elements apart (a sliced, wider last dim)
+    with NaN in the gaps, and cuDNN returns NaN, so it reads the gaps: a silently wrong result
+    for any such input, visible only because the suite poisons the gaps.  The search met it
+    again for Q (D = 96, rows 99 apart, the ``head-dim-padded`` layout, 2026-12-02); a sweep
+    the same day (fp16 and bf16, Q, K or V padded, 8 queries and keys) saw NaN for every row
+    stride that is not a multiple of 8 elements (17, 19, 65, 99) and an output bitwise equal
+    to a contiguous copy's for every multiple of 8 (24, 72, 104, 136)."""
     gen = torch.Generator().manual_seed(0)
-    q, k = (torch.randn(1, 1, 2, 16, generator=gen).to("cuda", torch.float16) for _ in range(2))
-    wide = torch.full((1, 1, 2, 19), float("nan"), dtype=torch.float16, device="cuda")
-    wide[..., :16] = torch.randn(1, 1, 2, 16, generator=gen).to("cuda", torch.float16)
-    v = wide[..., :16]
-    cudnn = _sdpa("CUDNN_ATTENTION", q, k, v)
-    assert torch.isfinite(_sdpa("MATH", q, k, v)).all() and torch.isfinite(_sdpa("CUDNN_ATTENTION", q, k, v.contiguous())).all()
-    assert bool(torch.isnan(cudnn).any())
+    t = {n: torch.randn(1, 2, 8, head_dim, generator=gen).to("cuda", torch.float16) for n in "qkv"}
+    wide = torch.full((1, 2, 8, row_stride), float("nan"), dtype=torch.float16, device="cuda")
+    wide[..., :head_dim] = t[padded]
+    t[padded] = wide[..., :head_dim]
+    cudnn = _sdpa("CUDNN_ATTENTION", t["q"], t["k"], t["v"])
+    copy = _sdpa("CUDNN_ATTENTION", *(t[n].contiguous() for n in "qkv"))
+    assert torch.isfinite(copy).all() and torch.isfinite(_sdpa("MATH", t["q"], t["k"], t["v"])).all()
+    if reads_gaps:
+        assert bool(torch.isnan(cudnn).any())
+    else:
+        assert torch.equal(cudnn, copy)
+
+
+@pytest.mark.gpu
+def test_sdpa_cudnn_refuses_head_dims_that_are_not_multiples_of_8() -> None:
+    """Measured on the H200 (2026-12-02, torch 2.11): pinned to cuDNN, SDPA raises "No available
+    kernel" for every head dim from 1 to 127 that is not a multiple of 8 (fp16 and bf16, 64
+    queries and keys, contiguous), and runs every multiple of 8; hence ``head_dim_multiple=8``
+    on ``sdpa-cudnn``.  The search had drawn D = 5 and 24-with-a-misaligned-V cases, which
+    raised as drawn and as contiguous copies alike."""
+    for d in (1, 5, 12, 20, 100, 127):
+        q = torch.randn(1, 2, 64, d, device="cuda", dtype=torch.bfloat16)
+        with pytest.raises(RuntimeError, match="No available kernel"):
+            _sdpa("CUDNN_ATTENTION", q, q, q)
+    for d in (8, 16, 24, 104, 128):
+        q = torch.randn(1, 2, 64, d, device="cuda", dtype=torch.bfloat16)
+        assert torch.isfinite(_sdpa("CUDNN_ATTENTION", q, q, q)).all()
 
 
 @pytest.mark.gpu
