@@ -300,6 +300,22 @@ for _m in MUTANTS + CONTROLS:
                     kind="control" if _m.bug_class == "control" else "mutant"))
 
 
+def on_default_stream(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
+    """``fn`` with its kernels launched on the device's default stream instead of the caller's
+    current stream (the bug class of https://github.com/openvdb/fvdb-core/pull/587: launches
+    on stream 0 race a caller that works on a stream of its own).  Right values whenever the
+    caller's inputs were ready before the call; on the CPU it is ``fn`` unchanged."""
+
+    def launch_on_default_stream(*args, **kwargs) -> Tensor:
+        device = args[0].device
+        if device.type != "cuda":
+            return fn(*args, **kwargs)
+        with torch.cuda.stream(torch.cuda.default_stream(device)):
+            return fn(*args, **kwargs)
+
+    return launch_on_default_stream
+
+
 def all_mutants() -> tuple[list[Mutant], list[Mutant]]:
     """(mutants, controls) in every form available here: torch always, Triton when importable."""
     try:

@@ -20,7 +20,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.mutants import Mutant
+from kernels.mutants import Mutant, on_default_stream
 from kernels.registry import Target, register
 from verify.capabilities import Capabilities
 
@@ -212,6 +212,11 @@ TRITON_ATTENTION_MUTANTS = [
             "scale and max shift fused into one FMA in exp's argument: the max element's weight overflows",
             "overflow to NaN for large inputs", "https://github.com/pytorch/pytorch/issues/121558",
             fused_scale_shift=True),
+    # GPU only: on the CPU there is no stream to get wrong.
+    Mutant("triton-attention-default-stream", "attention",
+           "Triton: launched on the default stream, not the caller's current stream", "stream order",
+           "https://github.com/openvdb/fvdb-core/pull/587", on_default_stream(_launcher()),
+           _CAPS.with_(devices=("cuda",)), "triton"),
 ]
 TRITON_ATTENTION_CONTROLS = [
     Mutant("control-triton-flash-attention", "attention", "the Triton attention mutants' kernel with no bug",

@@ -12,7 +12,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.mutants import Mutant
+from kernels.mutants import Mutant, on_default_stream
 from kernels.registry import Target, register
 from verify.capabilities import Capabilities
 
@@ -77,6 +77,11 @@ TRITON_MUTANTS = [
            _launcher(no_inf_guard=True), _CAPS, "triton"),
     Mutant("triton-softmax-tail-pad-zero", "softmax", "Triton: ragged tail loaded with 0 instead of -inf",
            "ragged tail", "https://github.com/jax-ml/jax/issues/27224", _launcher(pad_zero=True), _CAPS, "triton"),
+    # GPU only: on the CPU there is no stream to get wrong.
+    Mutant("triton-softmax-default-stream", "softmax",
+           "Triton: launched on the default stream, not the caller's current stream", "stream order",
+           "https://github.com/openvdb/fvdb-core/pull/587", on_default_stream(_launcher()),
+           _CAPS.with_(devices=("cuda",)), "triton"),
 ]
 TRITON_CONTROLS = [
     Mutant("control-triton-online-softmax", "softmax", "the Triton mutants' kernel with no bug", "control", "",

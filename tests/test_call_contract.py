@@ -1,6 +1,6 @@
 """The contract on a call, apart from its numbers: a target leaves its inputs as they were
-(``input-modified``) and returns an output that a later call does not overwrite
-(``output-overwritten``).  Each bug is a correct-valued kernel; each check is shown to fire
+(``input-modified``), returns an output that a later call does not overwrite
+(``output-overwritten``) and, on a GPU, runs on the caller's current stream (``stream-order``).  Each bug is a correct-valued kernel; each check is shown to fire
 on it, to stay quiet on the same kernel without the bug, and to be caught by a search."""
 
 from __future__ import annotations
@@ -121,3 +121,42 @@ def test_a_search_finds_the_reused_buffer_within_a_few_examples(tmp_path) -> Non
     assert cell.status == "violated" and cell.violation.kind == "output-overwritten"
     # Not always the first: rows of length 1 have the same softmax (1.0) on any input.
     assert cell.examples_to_first_failure <= 5
+
+
+def _on_default_stream(fn):
+    def run(*args, **kwargs):
+        with torch.cuda.stream(torch.cuda.default_stream(args[0].device)):
+            return fn(*args, **kwargs)
+    return run
+
+
+@pytest.mark.gpu
+def test_softmax_on_the_default_stream_is_a_stream_order_violation() -> None:
+    x = torch.randn(3, 9, device="cuda")
+    with pytest.raises(AssertionError, match=r"stream-order.*outside the caller's current stream"):
+        assert_softmax_correct(_on_default_stream(lambda t: torch.softmax(t, -1)), x)
+    assert_softmax_correct(lambda t: torch.softmax(t, -1), x)
+
+
+@pytest.mark.gpu
+def test_attention_on_the_default_stream_is_a_stream_order_violation() -> None:
+    inputs = _qkv()
+    inputs.q, inputs.k, inputs.v = inputs.q.cuda(), inputs.k.cuda(), inputs.v.cuda()
+    with pytest.raises(AssertionError, match=r"stream-order"):
+        assert_attention_correct(_on_default_stream(_attention), inputs)
+    assert_attention_correct(_attention, inputs)
+
+
+@pytest.mark.gpu
+def test_the_stream_check_runs_the_target_on_a_side_stream_with_the_true_inputs() -> None:
+    seen = []
+
+    def recording(x):
+        seen.append((torch.cuda.current_stream(), x.clone()))
+        return torch.softmax(x, -1)
+
+    x = torch.randn(2, 7, device="cuda")
+    assert_softmax_correct(recording, x)
+    streams = [s for s, _ in seen]
+    assert streams[0] == torch.cuda.default_stream() and streams[-1] != torch.cuda.default_stream()
+    assert torch.equal(seen[-1][1], x)  # on its own stream the target saw the inputs, not the poison

@@ -31,6 +31,8 @@ ALL_MUTANTS, ALL_CONTROLS = all_mutants()
 @pytest.mark.parametrize("mutant", ALL_MUTANTS, ids=lambda m: m.name)
 def test_mutant_is_killed(mutant) -> None:
     r = mutation.run_one(mutant, OPTS)
+    if r.status == "unavailable":  # the stream-order mutants are declared for the GPU: no stream on the CPU
+        pytest.skip(r.violation)
     assert r.status == "killed", f"{mutant.name} survived {OPTS.max_examples} examples per dtype"
     assert r.counterexample
 

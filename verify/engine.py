@@ -194,6 +194,87 @@ def output_survives_next_call(fn, out: torch.Tensor, decoy_args: tuple, decoy_kw
                      "(clone the buffer) so that results the caller holds stay as they were")
 
 
+#: The stream-order check holds the side stream back this long, plus twice the first call's
+#: time (the target's host work before its launch), capped at STREAM_HOLD_MAX_S.
+STREAM_HOLD_S = 0.005
+STREAM_HOLD_MAX_S = 0.2
+_SLEEP_CYCLES_PER_S: dict[int, float] = {}
+
+
+def _sleep_cycles_per_second(device: torch.device) -> float:
+    """How many ``torch.cuda._sleep`` cycles make one second on ``device`` (measured once)."""
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if index not in _SLEEP_CYCLES_PER_S:
+        with torch.cuda.device(index):
+            torch.cuda._sleep(1000)  # first launch pays the module load
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            torch.cuda._sleep(10_000_000)
+            end.record()
+            end.synchronize()
+            _SLEEP_CYCLES_PER_S[index] = 10_000_000 / max(start.elapsed_time(end) / 1e3, 1e-6)
+    return _SLEEP_CYCLES_PER_S[index]
+
+
+def _poisoned_twin(t: torch.Tensor) -> torch.Tensor:
+    """A tensor with ``t``'s shape, strides and storage offset over a fresh storage of all-ones
+    bytes (NaN in every float dtype)."""
+    raw = torch.full((t.untyped_storage().nbytes(),), 255, dtype=torch.uint8, device=t.device)
+    return torch.empty(0, dtype=t.dtype, device=t.device).set_(raw.untyped_storage(), t.storage_offset(),
+                                                                t.shape, t.stride())
+
+
+def stream_order_respected(fn, out: torch.Tensor, args: tuple, kwargs: dict[str, Any], call_seconds: float,
+                           timeout: float) -> Violation | None:
+    """Call ``fn`` again with the caller's current stream set to a side stream on which the
+    inputs are still being written: a ``stream-order`` violation if that output is non-finite
+    where the ordinary call's was finite.
+
+    A kernel must run on ``torch.cuda.current_stream()``: the caller orders its work on that
+    stream, and nothing else makes the inputs ready.  One launched on the default stream (or
+    on a stream of its own) races the caller's writes; the engine's device-wide synchronize
+    around every call hides that, so here each floating-point input is a twin over fresh
+    storage poisoned with NaN, and the side stream sleeps, then copies the true bytes in,
+    then calls the target.  Run on the side stream, the target sees the true inputs; run
+    elsewhere, it reads the poison.  Only the target's stream is tested, not its arithmetic,
+    so a failure of this second call is left to the search (it meets that input on its own).
+    """
+    device = next(t.device for t in args if isinstance(t, torch.Tensor) and t.is_cuda)
+    hold = min(STREAM_HOLD_MAX_S, STREAM_HOLD_S + 2 * call_seconds)
+    cycles = int(hold * _sleep_cycles_per_second(device))
+    pairs = [(i, a, _poisoned_twin(a)) for i, a in enumerate(args)
+             if isinstance(a, torch.Tensor) and a.is_cuda and a.is_floating_point()]
+    raced = list(args)
+    for i, _, twin in pairs:
+        raced[i] = twin
+    side = torch.cuda.Stream(device)
+    _wait_for_device()  # the poison is in place before the side stream starts
+
+    def on_side_stream() -> Any:
+        # the current stream is per thread: set it in the thread that calls the target
+        with torch.cuda.device(device), torch.cuda.stream(side):
+            torch.cuda._sleep(cycles)
+            for _, source, twin in pairs:
+                _storage_bytes(twin).copy_(_storage_bytes(source))
+            return fn(*raced, **kwargs)
+
+    try:
+        raced_out, viol, _ = call_target(on_side_stream, (), {}, timeout)
+    except (TargetHang, DeviceContextLost):
+        return None
+    if viol is not None or not isinstance(raced_out, torch.Tensor) or raced_out.shape != out.shape:
+        return None
+    poisoned = ~torch.isfinite(raced_out) & torch.isfinite(out)
+    n = int(poisoned.sum())
+    if n == 0:
+        return None
+    return Violation("stream-order",
+                     f"called with the current stream set to a side stream whose writes of the inputs were still "
+                     f"pending, the target returned non-finite values at {n} of {out.numel()} elements where the "
+                     "ordinary call's were finite: it reads its inputs outside the caller's current stream (a "
+                     "launch on the default stream or a stream of its own); launch on torch.cuda.current_stream()")
+
+
 def _small(*tensors: torch.Tensor | None) -> bool:
     return sum(t.numel() for t in tensors if t is not None) <= OUTPUT_REUSE_MAX_ELEMENTS
 
@@ -215,6 +296,8 @@ def check_softmax_input(
         v = inputs_modified(snapshot) or contracts.check_structure(out, x.shape, x.dtype, x.device)
     if v is None and _small(x):
         v = output_survives_next_call(target.fn, out, (_ramp(x),), {}, timeout)
+    if v is None and _small(x) and x.is_cuda:
+        v = stream_order_respected(target.fn, out, (x,), {}, secs, timeout)
     if v is not None:
         msg = f"{v.message} (input {_describe_tensor(x)})"
         return CaseOutcome(Evaluation([Violation(v.kind, msg)]), secs, 0.0, 0.0, 0)
@@ -252,6 +335,8 @@ def check_attention_input(
         decoy = (torch.zeros(q.shape, dtype=q.dtype, device=q.device),
                  torch.zeros(k.shape, dtype=k.dtype, device=k.device), _ramp(v))
         viol = output_survives_next_call(target.fn, out, decoy, kwargs, timeout)
+    if viol is None and _small(q, k, v, mask) and q.is_cuda:
+        viol = stream_order_respected(target.fn, out, (q, k, v), kwargs, secs, timeout)
     if viol is not None:
         msg = (f"{viol.message} (q {_describe_tensor(q)}, k {_describe_tensor(k)}, v {_describe_tensor(v)}, "
                f"scale={scale:g}, causal={causal}, mask={None if mask is None else tuple(mask.shape)})")
