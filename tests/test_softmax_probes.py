@@ -164,8 +164,10 @@ def test_long_rows_make_a_dropped_chunk_visible(long_cases) -> None:
 
 @pytest.fixture(scope="module")
 def many_cases() -> list[SoftmaxCase]:
-    # More rows than any ordinary input holds (8 rows x batch 3 x heads 3).
-    return _collect(softmax_cases(dtypes=LOW, max_length=300), 1000, lambda c: c.spec.total_rows > 72, at_least=25)
+    # More rows than any ordinary input holds (8 rows x batch 3 x heads 3).  The probe is rare
+    # and Hypothesis's draws depend on the modules imported (its pool of constants), so the
+    # count moves from run to run: 10 to 86 over 24 seeds of 1000 examples (2026-12-02).
+    return _collect(softmax_cases(dtypes=LOW, max_length=300), 1000, lambda c: c.spec.total_rows > 72, at_least=10)
 
 
 def test_many_rows_are_short_and_few_entries(many_cases) -> None:
@@ -203,7 +205,9 @@ def test_many_rows_make_state_leaking_between_a_programs_rows_visible(many_cases
             wrong[r] = torch.exp(row - shift) / l
             m_prev[p], l_prev[p] = m, l
         shown += _visible(_softmax64(x), wrong.reshape(x.shape), x.dtype)
-    assert shown >= 0.8 * len(many_cases), (shown, len(many_cases))
+    # All of them over 24 seeds once a mask may not hide most rows (2026-12-02); before, 52 of
+    # 67 in a CI run, and 15 of 26 under one seed.
+    assert shown >= 0.9 * len(many_cases), (shown, len(many_cases))
 
 
 # ---- 4-D inputs and their layouts -------------------------------------------------------------
@@ -369,7 +373,8 @@ def test_probe_failures_shrink_to_small_probes() -> None:
     assert (four.spec.batch, four.spec.heads, four.spec.rows, four.spec.length) == (1, MAX_HEADS, 1, 1)
     assert four.spec.recipes == (ValueRecipe(),) and four.spec.mask == MaskSpec()
     many = find(strategy, lambda c: c.spec.total_rows > 32, settings=fast)
-    assert many.spec.batch == 0 and many.spec.length == 1 and many.spec.rows <= 64
+    # two entries: a many-rows case's shortest row (one entry's softmax is 1, whatever leaked in)
+    assert many.spec.batch == 0 and many.spec.length == 2 and many.spec.rows <= 64
     assert many.spec.recipes == (ValueRecipe(),) and many.spec.layout == "contiguous"
     long = find(strategy, lambda c: 1024 < c.spec.length < 32767, settings=fast)
     assert long.spec.rows == 1 and long.spec.recipes == (ValueRecipe(),) and long.spec.mask == MaskSpec()
