@@ -942,14 +942,16 @@ def test_head_counts_stay_within_the_query_heads(max_heads: int, data) -> None:
 
 def _grouped_share() -> float:
     grouped = []
+    for fixed in range(4):  # one run's share moves a lot: seeds 0..11 gave 0.32..0.58 with the odds
 
-    @settings(max_examples=300, database=None, phases=[Phase.generate], deadline=None,
-              suppress_health_check=list(HealthCheck))
-    @given(S.attention_cases(dtypes=("float16",), max_seq=160, max_batch=2, max_heads=4))
-    def run(case) -> None:
-        grouped.append(case.spec.heads_kv >= 2 and case.spec.heads_q // case.spec.heads_kv >= 2)
+        @hypothesis.seed(fixed)
+        @settings(max_examples=300, database=None, phases=[Phase.generate], deadline=None,
+                  suppress_health_check=list(HealthCheck))
+        @given(S.attention_cases(dtypes=("float16",), max_seq=160, max_batch=2, max_heads=4))
+        def run(case) -> None:
+            grouped.append(case.spec.heads_kv >= 2 and case.spec.heads_q // case.spec.heads_kv >= 2)
 
-    run()
+        run()
     return sum(grouped) / len(grouped)
 
 
@@ -958,7 +960,9 @@ def test_grouped_odds_raise_the_share_of_several_query_heads_over_several_kv_hea
     four query heads: 400 of 2000 cases without GROUPED_ODDS, 827 with it (run alone,
     2026-12-01).  Both shares depend on what else the process has loaded (Hypothesis draws
     constants it finds in loaded modules): with every test module loaded, 81 of 300 with it.
-    So both are measured here, in the same process."""
+    So both are measured here, in the same process, pooled over four seeds: a single
+    unseeded run of 300 met 0.34 against 0.33 (2026-12-02); seeds 0..3 pooled give 0.42
+    against 0.27, 4..7 0.42 against 0.20, 8..11 0.43 against 0.30."""
     with_odds = _grouped_share()
     monkeypatch.setattr(attention_module, "GROUPED_ODDS", 10**9)
     without = _grouped_share()
