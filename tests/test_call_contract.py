@@ -1,7 +1,9 @@
 """The contract on a call, apart from its numbers: a target leaves its inputs as they were
 (``input-modified``), returns an output that a later call does not overwrite
-(``output-overwritten``) and, on a GPU, runs on the caller's current stream (``stream-order``).  Each bug is a correct-valued kernel; each check is shown to fire
-on it, to stay quiet on the same kernel without the bug, and to be caught by a search."""
+(``output-overwritten``), writes every element of its output (``unwritten-output``) and, on a
+GPU, runs on the caller's current stream (``stream-order``).  Each bug is a kernel whose values
+are right on the ordinary call; each check is shown to fire on it, to stay quiet on the same
+kernel without the bug, and to be caught by a search."""
 
 from __future__ import annotations
 
@@ -121,6 +123,102 @@ def test_a_search_finds_the_reused_buffer_within_a_few_examples(tmp_path) -> Non
     assert cell.status == "violated" and cell.violation.kind == "output-overwritten"
     # Not always the first: rows of length 1 have the same softmax (1.0) on any input.
     assert cell.examples_to_first_failure <= 5
+
+
+def _softmax_skipping_masked_rows(x: torch.Tensor) -> torch.Tensor:
+    """Right values where a row has a live entry; fully masked rows are left as torch.empty
+    gave them (right, 0, on fresh memory)."""
+    out = torch.empty_like(x)
+    live = (x > -math.inf).any(-1)
+    out[live] = torch.softmax(x[live].float(), -1).to(x.dtype)
+    return out
+
+
+def _softmax_zeroing_masked_rows(x: torch.Tensor) -> torch.Tensor:
+    return torch.softmax(x.float(), -1).nan_to_num(0.0).to(x.dtype)
+
+
+def _attention_skipping_dead_rows(q, k, v, *, scale, causal=False, mask=None):
+    out = torch.empty_like(q)
+    live = mask.any(-1) if mask is not None else torch.ones(q.shape[-2], dtype=torch.bool)
+    out[..., live, :] = _attention(q, k, v, scale=scale, mask=mask)[..., live, :]
+    return out
+
+
+def _masked_rows() -> torch.Tensor:
+    x = torch.randn(4, 6, generator=torch.Generator().manual_seed(2))
+    x[1] = -math.inf
+    x[3, :4] = -math.inf
+    return x
+
+
+# The ordinary call of a kernel that skips rows returns what the allocator's memory held
+# there: 0 on fresh device memory, the case these tests hand the check (on the CPU, malloc's
+# leftovers vary from call to call, NaN from an earlier poisoned call among them).
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+def test_softmax_leaving_masked_rows_unwritten_is_an_unwritten_output_violation(device, dtype) -> None:
+    x = _masked_rows().to(device, dtype)
+    on_fresh_memory = _softmax_zeroing_masked_rows(x)
+    v = engine.every_output_written(_softmax_skipping_masked_rows, on_fresh_memory, (x,), {}, 60.0)
+    assert v is not None and v.kind == "unwritten-output", v
+    assert v.message.startswith("6 of 24 output elements were never written") and "index (1, 0)" in v.message
+    assert engine.every_output_written(_softmax_zeroing_masked_rows, on_fresh_memory, (x,), {}, 60.0) is None
+    assert not torch.are_deterministic_algorithms_enabled()  # the CPU check puts the global state back
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_attention_leaving_dead_rows_unwritten_is_an_unwritten_output_violation(device) -> None:
+    inputs = _qkv()
+    mask = torch.ones(5, 7, dtype=torch.bool)
+    mask[2] = False
+    q, k, v, mask = (t.to(device) for t in (inputs.q, inputs.k, inputs.v, mask))
+    kwargs = dict(scale=inputs.scale, causal=False, mask=mask)
+    on_fresh_memory = _attention(q, k, v, **kwargs)
+    viol = engine.every_output_written(_attention_skipping_dead_rows, on_fresh_memory, (q, k, v), kwargs, 60.0)
+    assert viol is not None and viol.message.startswith("16 of 80 output elements"), viol
+    assert engine.every_output_written(_attention, on_fresh_memory, (q, k, v), kwargs, 60.0) is None
+
+
+def test_the_unwritten_check_runs_only_on_small_outputs_holding_a_zero() -> None:
+    calls = []
+
+    def counting(x):
+        calls.append(x)
+        return _softmax_zeroing_masked_rows(x)
+
+    assert_softmax_correct(counting, torch.randn(2, 7))  # no zero: the call and the reuse check's
+    assert len(calls) == 2
+    calls.clear()
+    x = _masked_rows()
+    assert_softmax_correct(counting, x)  # then the same inputs again, for the unwritten check
+    assert len(calls) == 3 and calls[2] is x
+    calls.clear()
+    big = torch.randn(2, engine.OUTPUT_REUSE_MAX_ELEMENTS // 2 + 1)
+    big[0] = -math.inf
+    assert_softmax_correct(counting, big)
+    assert len(calls) == 1
+
+
+def test_a_search_finds_the_unwritten_rows(tmp_path) -> None:
+    target = Target("skips-masked-rows-softmax", "softmax", _softmax_skipping_masked_rows,
+                    Capabilities(dtypes=("float32",), devices=("cpu",)), "leaves fully masked rows unwritten")
+    cell = search.check_cell(target, "float32", search.CheckOptions(max_examples=100, seed=3, compare_naive=False,
+                                                                     artifact_dir=str(tmp_path)))
+    # On the CPU the ordinary call reads malloc's leftovers, which the masked-row contract may
+    # catch first (a leftover that is not 0 or NaN); where they read 0, only this check can.
+    assert cell.status == "violated" and cell.violation.kind in ("unwritten-output", "masked-row"), cell.violation
+
+
+@pytest.mark.gpu
+def test_the_poisoned_pool_gives_its_memory_back() -> None:
+    x = _masked_rows().cuda()
+    for _ in range(3):  # the first calls settle the allocator's own pools
+        assert_softmax_correct(_softmax_zeroing_masked_rows, x)
+    before = torch.cuda.memory_reserved()
+    for _ in range(50):
+        assert_softmax_correct(_softmax_zeroing_masked_rows, x)
+    assert torch.cuda.memory_reserved() - before <= 2 * engine.POISON_LARGE_BYTES
 
 
 def _on_default_stream(fn):

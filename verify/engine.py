@@ -10,6 +10,8 @@ from __future__ import annotations
 import threading
 import time
 import traceback
+import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -275,6 +277,124 @@ def stream_order_respected(fn, out: torch.Tensor, args: tuple, kwargs: dict[str,
                      "launch on the default stream or a stream of its own); launch on torch.cuda.current_stream()")
 
 
+#: The poisoned private pool a CUDA target allocates from in ``every_output_written``: blocks
+#: of 1 MiB (two fill a small-pool segment of 2 MiB) and one large block of at least 20 MiB
+#: (a large-pool segment), so that a small case's allocations, temporaries included, come
+#: out of poisoned memory.
+POISON_SMALL_BLOCKS = 4
+POISON_LARGE_BYTES = 20 * 2**20
+#: The byte the CUDA pool is filled with: finite and not 0 in every float format (float16
+#: 1.0586, bfloat16 and float32 0.0115), so an element left as the pool gave it is told
+#: apart from a 0 or a NaN written on purpose, the two answers a fully masked row may have.
+POISON_BYTE = 0x3C
+
+
+def _element_bytes_are(t: torch.Tensor, byte: int) -> torch.Tensor:
+    """Boolean, ``t``'s shape: whether every byte of the element is ``byte``."""
+    raw = t.contiguous().view(torch.uint8).reshape(*t.shape, t.element_size())
+    return (raw == byte).all(-1)
+
+
+def _poisoned_allocations(fn: Callable[..., Any], device: torch.device
+                          ) -> tuple[Callable[..., Any], Callable[[torch.Tensor], torch.Tensor]] | None:
+    """``fn`` wrapped so that every tensor it allocates while it runs starts poisoned rather
+    than as whatever the allocator's memory held, and a test for the poison in its output.
+
+    CPU: PyTorch's deterministic mode with ``fill_uninitialized_memory`` (NaN for floats),
+    set for the call and restored after, its warnings about nondeterministic operations
+    silenced; the poison is NaN.  CUDA: a private memory pool, fresh for the call and routed
+    to from the calling thread only, first filled through blocks of ``POISON_BYTE`` and
+    emptied, so the target's allocations are carved from poisoned memory; no global state
+    changes (a compiled target does not recompile).  None on a torch without
+    ``torch.cuda.MemPool``.  The pool goes (its memory released) with the wrapper and the
+    last tensor allocated from it.
+    """
+    if device.type == "cuda":
+        try:
+            with torch.cuda.device(device):
+                pool = torch.cuda.MemPool()
+        except (AttributeError, RuntimeError):  # a torch without MemPool, or an allocator that has none
+            return None
+
+        def on_poisoned_pool(*args: Any, **kwargs: Any) -> Any:
+            with torch.cuda.device(device), torch.cuda.use_mem_pool(pool):
+                blocks = [torch.empty(2**20, dtype=torch.uint8, device=device) for _ in range(POISON_SMALL_BLOCKS)]
+                blocks.append(torch.empty(POISON_LARGE_BYTES, dtype=torch.uint8, device=device))
+                for b in blocks:
+                    b.fill_(POISON_BYTE)
+                del blocks, b  # back to the pool, poisoned, for this stream's next allocations
+                return fn(*args, **kwargs)
+
+        return on_poisoned_pool, lambda t: _element_bytes_are(t, POISON_BYTE)
+
+    def nan_filled(*args: Any, **kwargs: Any) -> Any:
+        prior = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled())
+        prior_fill = torch.utils.deterministic.fill_uninitialized_memory
+        torch.utils.deterministic.fill_uninitialized_memory = True
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                return fn(*args, **kwargs)
+        finally:
+            torch.use_deterministic_algorithms(prior[0], warn_only=prior[1])
+            torch.utils.deterministic.fill_uninitialized_memory = prior_fill
+
+    return nan_filled, torch.isnan
+
+
+def _wants_unwritten_check(out: torch.Tensor) -> bool:
+    """Whether ``out`` holds a value an unwritten element of fresh or reused memory could
+    pass for: a 0 (fresh memory, and a masked entry's or row's answer) or, on CUDA, where
+    the poison is finite, a NaN (a previous result's, and the other answer of a masked row)."""
+    suspicious = out == 0
+    if out.is_cuda and out.is_floating_point():
+        suspicious |= torch.isnan(out)
+    return bool(suspicious.any())
+
+
+def every_output_written(fn, out: torch.Tensor, args: tuple, kwargs: dict[str, Any],
+                         timeout: float) -> Violation | None:
+    """Call ``fn`` again on the same inputs with every tensor it allocates poisoned: an
+    ``unwritten-output`` violation if that output holds the poison where the ordinary
+    call's did not.
+
+    A kernel that skips the store for rows or tiles it has nothing to compute for (a fully
+    masked row, a key-padding tile, a query block with no visible key) leaves those elements
+    as the allocator handed them out.  Fresh device memory reads 0, and 0 is the right
+    answer there (or one the contract accepts), so the ordinary call passes; a reused block
+    holds a previous result, NaN as likely as not.  Both are seen in public trackers:
+    onnxruntime's flash path with no fully-masked-row guard (PR #28958), tilelang's LSE
+    padding rows left as ``torch.empty`` gave them (PR #2461).  Reading a temporary before
+    writing it shows the same way.  A failure of this second call is left to the search, as
+    in the other call checks.
+    """
+    poisoning = _poisoned_allocations(fn, out.device)
+    if poisoning is None:
+        return None
+    wrapped, is_poison = poisoning
+    try:
+        again, viol, _ = call_target(wrapped, args, kwargs, timeout)
+    except (TargetHang, DeviceContextLost):
+        return None
+    if viol is not None or not isinstance(again, torch.Tensor) or again.shape != out.shape \
+            or again.dtype != out.dtype:
+        return None
+    unwritten = is_poison(again) & ~is_poison(out)
+    n = int(unwritten.sum())
+    first = tuple(int(i) for i in unwritten.nonzero()[0]) if n else ()
+    poison = again[first].item() if n else None
+    del again, wrapped  # the last references to the CUDA pool's tensors, then to the pool
+    if n == 0:
+        return None
+    return Violation("unwritten-output",
+                     f"{n} of {out.numel()} output elements were never written: called again on the same inputs "
+                     f"with every tensor it allocated poisoned, the target returned the poison ({poison!r}) "
+                     f"there (first at index {first}; {out[first].item()!r} in the ordinary call, whatever the "
+                     "allocator handed out); store every element, fully masked rows and skipped tiles included, "
+                     "or allocate the output with torch.zeros")
+
+
 def _small(*tensors: torch.Tensor | None) -> bool:
     return sum(t.numel() for t in tensors if t is not None) <= OUTPUT_REUSE_MAX_ELEMENTS
 
@@ -296,6 +416,8 @@ def check_softmax_input(
         v = inputs_modified(snapshot) or contracts.check_structure(out, x.shape, x.dtype, x.device)
     if v is None and _small(x):
         v = output_survives_next_call(target.fn, out, (_ramp(x),), {}, timeout)
+    if v is None and _small(x) and _wants_unwritten_check(out):
+        v = every_output_written(target.fn, out, (x,), {}, timeout)
     if v is None and _small(x) and x.is_cuda:
         v = stream_order_respected(target.fn, out, (x,), {}, secs, timeout)
     if v is not None:
@@ -335,6 +457,8 @@ def check_attention_input(
         decoy = (torch.zeros(q.shape, dtype=q.dtype, device=q.device),
                  torch.zeros(k.shape, dtype=k.dtype, device=k.device), _ramp(v))
         viol = output_survives_next_call(target.fn, out, decoy, kwargs, timeout)
+    if viol is None and _small(q, k, v, mask) and _wants_unwritten_check(out):
+        viol = every_output_written(target.fn, out, (q, k, v), kwargs, timeout)
     if viol is None and _small(q, k, v, mask) and q.is_cuda:
         viol = stream_order_respected(target.fn, out, (q, k, v), kwargs, secs, timeout)
     if viol is not None:
