@@ -46,6 +46,7 @@ class Bug:
     drop_tail_block: bool = False  # forget the last partial key block
     fused_scale_shift: bool = False  # exp(fma(s, scale, -m)) with m = round(max(s) * scale)
     index_bits: int | None = None  # softmax column / attention key offsets held in a signed integer this wide
+    store_dead_rows: bool = True  # write rows with nothing visible (False: left as torch.empty gave them)
 
 
 def _wrapped(n: int, bits: int | None, device) -> Tensor | None:
@@ -68,6 +69,16 @@ def _to_output(x: Tensor, dtype: torch.dtype, bug: Bug) -> Tensor:
     if bug.truncate_bf16 and dtype == torch.bfloat16:
         return _truncate_to_bf16(x)
     return x.to(dtype)
+
+
+def _live_rows_only(result: Tensor, dead: Tensor, bug: Bug) -> Tensor:
+    """``result``, or (``store_dead_rows`` off) a fresh ``torch.empty`` holding only its rows
+    that are not ``dead``: the rest keep whatever the allocator's memory held."""
+    if bug.store_dead_rows:
+        return result
+    out = torch.empty_like(result)
+    out[~dead] = result[~dead]
+    return out
 
 
 def _store(x: Tensor, bug: Bug) -> Tensor:
@@ -113,7 +124,7 @@ def _streaming_softmax(x: Tensor, bug: Bug, block: int = BLOCK) -> Tensor:
         p = torch.where(bad_row, torch.full_like(p, math.nan), p)
     else:
         p = torch.nan_to_num(p, nan=0.0)
-    return _to_output(p, x.dtype, bug)
+    return _live_rows_only(_to_output(p, x.dtype, bug), l == 0, bug)
 
 
 def _visible(nq: int, nk: int, causal: bool, mask: Tensor | None, bug: Bug, device) -> Tensor | None:
@@ -187,7 +198,7 @@ def _streaming_attention(q: Tensor, k: Tensor, v: Tensor, *, scale: float, causa
     out = acc / l[..., None]
     if bug.guard_inf:
         out = torch.where((l == 0)[..., None], torch.zeros_like(out), out)
-    return _to_output(out, q.dtype, bug)
+    return _live_rows_only(_to_output(out, q.dtype, bug), l == 0, bug)
 
 
 @dataclass(frozen=True)
@@ -243,6 +254,10 @@ MUTANTS: list[Mutant] = [
     Mutant("softmax-int16-index", "softmax", "column offsets kept in int16: past 32767 they wrap and read before the row",
            "16-bit index overflow", "https://github.com/facebookresearch/xformers/issues/719",
            _softmax(Bug(index_bits=16)), Capabilities(dtypes=STD, devices=CPU)),
+    Mutant("softmax-masked-rows-unwritten", "softmax",
+           "fully masked rows skipped: left as torch.empty gave them (fresh memory reads 0, the right answer)",
+           "unwritten output", "https://github.com/microsoft/onnxruntime/pull/28958",
+           _softmax(Bug(store_dead_rows=False)), Capabilities(dtypes=STD, devices=CPU)),
     Mutant("softmax-ignores-strides", "softmax", "non-contiguous input read as if contiguous",
            "strides", "https://github.com/pytorch/pytorch/issues/146377",
            _softmax(Bug(assume_contiguous=True)), Capabilities(dtypes=STD, devices=("cpu",))),
@@ -282,6 +297,10 @@ MUTANTS: list[Mutant] = [
     Mutant("attention-drops-tail-block", "attention", "the last partial key block is skipped",
            "ragged tail", "https://github.com/jax-ml/jax/issues/27224",
            _attention(Bug(drop_tail_block=True)), Capabilities(dtypes=STD, devices=CPU)),
+    Mutant("attention-dead-rows-unwritten", "attention",
+           "query rows that see no key skipped: left as torch.empty gave them (fresh memory reads 0, the right answer)",
+           "unwritten output", "https://github.com/microsoft/onnxruntime/pull/28958",
+           _attention(Bug(store_dead_rows=False)), Capabilities(dtypes=STD, devices=CPU)),
     Mutant("attention-int16-key-index", "attention",
            "key offsets kept in int16: past 32767 they wrap and read K and V rows before the head's",
            "16-bit index overflow", "https://github.com/facebookresearch/xformers/issues/719",

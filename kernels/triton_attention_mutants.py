@@ -41,7 +41,7 @@ def _flash_attention_mutant(
     NO_RESCALE: tl.constexpr, NO_INF_GUARD: tl.constexpr, CAUSAL_STRICT: tl.constexpr,
     CAUSAL_BOTTOM_RIGHT: tl.constexpr, GQA_MODULO: tl.constexpr, TAIL_UNMASKED: tl.constexpr,
     HEAD_DIM_UNMASKED: tl.constexpr, SCALE_TWICE: tl.constexpr, ACC_LOW_PRECISION: tl.constexpr,
-    FUSED_SCALE_SHIFT: tl.constexpr,
+    FUSED_SCALE_SHIFT: tl.constexpr, DEAD_ROWS_UNSTORED: tl.constexpr,
 ):
     bh = tl.program_id(1)
     b = bh // n_heads
@@ -125,7 +125,10 @@ def _flash_attention_mutant(
     out = tl.where(empty[:, None], 0.0, acc / tl.where(empty, 1.0, l_i)[:, None])
     o_ptrs = (OUT + b.to(tl.int64) * stride_ob + h.to(tl.int64) * stride_oh
               + rows[:, None] * stride_om + offs_d[None, :] * stride_od)
-    tl.store(o_ptrs, out.to(OUT.dtype.element_ty), mask=(rows < n_q)[:, None] & d_ok[None, :])
+    store = (rows < n_q)[:, None] & d_ok[None, :]
+    if DEAD_ROWS_UNSTORED:
+        store = store & (~empty)[:, None]  # "nothing to write": the allocator's memory stays
+    tl.store(o_ptrs, out.to(OUT.dtype.element_ty), mask=store)
 
 
 def _with_slack(t: torch.Tensor) -> torch.Tensor:
@@ -137,7 +140,7 @@ def _with_slack(t: torch.Tensor) -> torch.Tensor:
 
 #: The kernel's bug switches, as keyword names of ``_launcher`` (the constexpr is the upper-case name).
 BUGS = ("no_rescale", "no_inf_guard", "causal_strict", "causal_bottom_right", "gqa_modulo", "tail_unmasked",
-        "head_dim_unmasked", "scale_twice", "acc_low_precision", "fused_scale_shift")
+        "head_dim_unmasked", "scale_twice", "acc_low_precision", "fused_scale_shift", "dead_rows_unstored")
 
 
 def _launcher(**bug: bool):
@@ -212,6 +215,9 @@ TRITON_ATTENTION_MUTANTS = [
             "scale and max shift fused into one FMA in exp's argument: the max element's weight overflows",
             "overflow to NaN for large inputs", "https://github.com/pytorch/pytorch/issues/121558",
             fused_scale_shift=True),
+    _mutant("triton-attention-dead-rows-unstored",
+            "query rows that saw no key not stored (their zeros left to the allocator)",
+            "unwritten output", "https://github.com/microsoft/onnxruntime/pull/28958", dead_rows_unstored=True),
     # GPU only: on the CPU there is no stream to get wrong.
     Mutant("triton-attention-default-stream", "attention",
            "Triton: launched on the default stream, not the caller's current stream", "stream order",

@@ -21,7 +21,8 @@ BLOCK = 16  # small, so CPU-sized rows still cross block boundaries
 
 @triton.jit
 def _online_softmax_mutant(X, Y, n_cols, stride_x, stride_y, BLOCK_N: tl.constexpr,
-                           NO_RESCALE: tl.constexpr, NO_INF_GUARD: tl.constexpr, PAD_ZERO: tl.constexpr):
+                           NO_RESCALE: tl.constexpr, NO_INF_GUARD: tl.constexpr, PAD_ZERO: tl.constexpr,
+                           SKIP_MASKED_BLOCKS: tl.constexpr):
     row = tl.program_id(0)
     x_row = X + row.to(tl.int64) * stride_x
     y_row = Y + row.to(tl.int64) * stride_y
@@ -47,15 +48,22 @@ def _online_softmax_mutant(X, Y, n_cols, stride_x, stride_y, BLOCK_N: tl.constex
         cols = start + tl.arange(0, BLOCK_N)
         x = tl.load(x_row + cols, mask=cols < n_cols, other=float("-inf")).to(tl.float32)
         p = tl.exp(x - shift_row) * inv
-        tl.store(y_row + cols, p.to(Y.dtype.element_ty), mask=cols < n_cols)
+        store = cols < n_cols
+        if SKIP_MASKED_BLOCKS:
+            # "Nothing to write" for a block of -inf: its zeros are left to the allocator.
+            block_max = tl.zeros([BLOCK_N], tl.float32) + tl.max(x, 0)  # as a vector: the interpreter's & wants one
+            store = store & (block_max > float("-inf"))
+        tl.store(y_row + cols, p.to(Y.dtype.element_ty), mask=store)
 
 
-def _launcher(no_rescale: bool = False, no_inf_guard: bool = False, pad_zero: bool = False):
+def _launcher(no_rescale: bool = False, no_inf_guard: bool = False, pad_zero: bool = False,
+              skip_masked_blocks: bool = False):
     def softmax(x: torch.Tensor) -> torch.Tensor:
         x2 = x.reshape(-1, x.shape[-1]).contiguous()  # strides are not what these mutants test
         y = torch.empty_like(x2, memory_format=torch.contiguous_format)
         _online_softmax_mutant[(x2.shape[0],)](x2, y, x2.shape[1], x2.stride(0), y.stride(0), BLOCK_N=BLOCK,
-                                               NO_RESCALE=no_rescale, NO_INF_GUARD=no_inf_guard, PAD_ZERO=pad_zero)
+                                               NO_RESCALE=no_rescale, NO_INF_GUARD=no_inf_guard, PAD_ZERO=pad_zero,
+                                               SKIP_MASKED_BLOCKS=skip_masked_blocks)
         return y.reshape(x.shape)
     return softmax
 
@@ -77,6 +85,10 @@ TRITON_MUTANTS = [
            _launcher(no_inf_guard=True), _CAPS, "triton"),
     Mutant("triton-softmax-tail-pad-zero", "softmax", "Triton: ragged tail loaded with 0 instead of -inf",
            "ragged tail", "https://github.com/jax-ml/jax/issues/27224", _launcher(pad_zero=True), _CAPS, "triton"),
+    Mutant("triton-softmax-masked-blocks-unstored", "softmax",
+           "Triton: blocks of only -inf not stored (their zeros left to the allocator; fully masked rows too)",
+           "unwritten output", "https://github.com/tile-ai/tilelang/pull/2461",
+           _launcher(skip_masked_blocks=True), _CAPS, "triton"),
     # GPU only: on the CPU there is no stream to get wrong.
     Mutant("triton-softmax-default-stream", "softmax",
            "Triton: launched on the default stream, not the caller's current stream", "stream order",
