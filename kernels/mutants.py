@@ -222,6 +222,21 @@ def _attention(bug: Bug) -> Callable[..., Tensor]:
         q, k, v, scale=scale, causal=causal, mask=mask, bug=bug)
 
 
+class FirstCallBuffers:
+    """``fn`` run on the first call's tensors for the arguments named in ``stale`` whenever a
+    later call has the same shapes, dtypes and device: a program cache that records buffer
+    addresses when it builds a program and does not patch them on a hit (tt-metal PR #45137).
+    The first call's tensors are kept alive, as their memory would still be mapped."""
+
+    def __init__(self, fn: Callable[..., Tensor], stale: tuple[int, ...]) -> None:
+        self.fn, self.stale, self.seen = fn, stale, {}
+
+    def __call__(self, *args: Tensor, **kwargs) -> Tensor:
+        key = tuple((tuple(a.shape), a.dtype, str(a.device)) for a in args)
+        first = self.seen.setdefault(key, args)
+        return self.fn(*(first[i] if i in self.stale else a for i, a in enumerate(args)), **kwargs)
+
+
 CPU = ("cpu", "cuda")
 LOW = ("float16", "bfloat16")
 STD = ("float16", "bfloat16", "float32")
@@ -258,6 +273,10 @@ MUTANTS: list[Mutant] = [
            "fully masked rows skipped: left as torch.empty gave them (fresh memory reads 0, the right answer)",
            "unwritten output", "https://github.com/microsoft/onnxruntime/pull/28958",
            _softmax(Bug(store_dead_rows=False)), Capabilities(dtypes=STD, devices=CPU)),
+    Mutant("softmax-stale-input-buffer", "softmax",
+           "a cache keyed by shape keeps the first call's input buffer and reads it at every later call",
+           "stale buffer address", "https://github.com/tenstorrent/tt-metal/pull/45137",
+           FirstCallBuffers(_softmax(Bug()), stale=(0,)), Capabilities(dtypes=STD, devices=CPU)),
     Mutant("softmax-ignores-strides", "softmax", "non-contiguous input read as if contiguous",
            "strides", "https://github.com/pytorch/pytorch/issues/146377",
            _softmax(Bug(assume_contiguous=True)), Capabilities(dtypes=STD, devices=("cpu",))),
@@ -301,6 +320,10 @@ MUTANTS: list[Mutant] = [
            "query rows that see no key skipped: left as torch.empty gave them (fresh memory reads 0, the right answer)",
            "unwritten output", "https://github.com/microsoft/onnxruntime/pull/28958",
            _attention(Bug(store_dead_rows=False)), Capabilities(dtypes=STD, devices=CPU)),
+    Mutant("attention-stale-kv-buffers", "attention",
+           "a cache keyed by shape keeps the first call's K and V buffers and reads them at every later call",
+           "stale buffer address", "https://github.com/tenstorrent/tt-metal/pull/45137",
+           FirstCallBuffers(_attention(Bug()), stale=(1, 2)), Capabilities(dtypes=STD, devices=CPU)),
     Mutant("attention-int16-key-index", "attention",
            "key offsets kept in int16: past 32767 they wrap and read K and V rows before the head's",
            "16-bit index overflow", "https://github.com/facebookresearch/xformers/issues/719",

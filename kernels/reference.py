@@ -337,7 +337,7 @@ def _require_broadcasts_to(mask: Tensor, shape: tuple[int, ...]) -> None:
         raise ValueError(f"mask of shape {tuple(mask.shape)} does not broadcast to {shape}")
 
 
-def _visibility(
+def key_visibility(
     q: Tensor, k: Tensor, causal: bool, mask: Tensor | None
 ) -> Tensor | None:
     """Boolean visibility (True = attend) broadcastable to (B, Hq, Nq, Nk), or None if all visible.
@@ -407,7 +407,7 @@ def naive_attention(
     group = _check_attention_inputs(q, k, v)
     dtype = q.dtype if compute_dtype is None else compute_dtype
     _require_floating("compute_dtype", dtype)
-    visible = _visibility(q, k, causal, mask)
+    visible = key_visibility(q, k, causal, mask)
     kc = _expand_kv_heads(k.to(dtype), group)
     vc = _expand_kv_heads(v.to(dtype), group)
     scores = _mask_scores(_scores(q.to(dtype), kc, scale), visible)
@@ -458,7 +458,7 @@ def blocked_attention(
     if probs_dtype is None:
         probs_dtype = q.dtype if _is_narrow_float(q.dtype) else dtype
     _require_floating("probs_dtype", probs_dtype)
-    visible = _visibility(q, k, causal, mask)
+    visible = key_visibility(q, k, causal, mask)
     b, hq, nq, _ = q.shape
     nk = k.shape[2]
     qc = q.to(dtype)

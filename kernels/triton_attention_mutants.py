@@ -20,7 +20,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.mutants import Mutant, on_default_stream
+from kernels.mutants import Mutant, FirstCallBuffers, on_default_stream
 from kernels.registry import Target, register
 from verify.capabilities import Capabilities
 
@@ -215,6 +215,10 @@ TRITON_ATTENTION_MUTANTS = [
             "scale and max shift fused into one FMA in exp's argument: the max element's weight overflows",
             "overflow to NaN for large inputs", "https://github.com/pytorch/pytorch/issues/121558",
             fused_scale_shift=True),
+    Mutant("triton-attention-stale-kv-address", "attention",
+           "Triton: the launch keeps the first call's K and V pointers for every later call of the same shapes",
+           "stale buffer address", "https://github.com/tenstorrent/tt-metal/pull/45137",
+           FirstCallBuffers(_launcher(), stale=(1, 2)), _CAPS, "triton"),
     _mutant("triton-attention-dead-rows-unstored",
             "query rows that saw no key not stored (their zeros left to the allocator)",
             "unwritten output", "https://github.com/microsoft/onnxruntime/pull/28958", dead_rows_unstored=True),

@@ -1,7 +1,8 @@
 """The contract on a call, apart from its numbers: a target leaves its inputs as they were
 (``input-modified``), returns an output that a later call does not overwrite
-(``output-overwritten``), writes every element of its output (``unwritten-output``) and, on a
-GPU, runs on the caller's current stream (``stream-order``).  Each bug is a kernel whose values
+(``output-overwritten``), writes every element of its output (``unwritten-output``), computes
+a second call on that call's inputs, not the first's (``stale-input``) and, on a GPU, runs on
+the caller's current stream (``stream-order``).  Each bug is a kernel whose values
 are right on the ordinary call; each check is shown to fire on it, to stay quiet on the same
 kernel without the bug, and to be caught by a search."""
 
@@ -14,6 +15,7 @@ import torch
 
 from verify import engine, search
 from verify.api import assert_attention_correct, assert_softmax_correct
+from kernels.mutants import FirstCallBuffers
 from kernels.registry import Target
 from verify.capabilities import Capabilities
 
@@ -219,6 +221,30 @@ def test_the_poisoned_pool_gives_its_memory_back() -> None:
     for _ in range(50):
         assert_softmax_correct(_softmax_zeroing_masked_rows, x)
     assert torch.cuda.memory_reserved() - before <= 2 * engine.POISON_LARGE_BYTES
+
+
+def test_softmax_reading_the_first_calls_buffer_is_a_stale_input_violation() -> None:
+    x = torch.randn(3, 9)
+    stale = FirstCallBuffers(lambda t: torch.softmax(t.float(), -1).to(t.dtype), stale=(0,))
+    with pytest.raises(AssertionError, match=r"stale-input.*bit for bit the first call's result"):
+        assert_softmax_correct(stale, x)
+    assert_softmax_correct(lambda t: torch.softmax(t.float(), -1).to(t.dtype), x)
+
+
+def test_attention_reading_the_first_calls_k_and_v_is_a_stale_input_violation() -> None:
+    inputs = _qkv()
+    with pytest.raises(AssertionError, match=r"stale-input.*leak into it"):  # new Q, old K and V
+        assert_attention_correct(FirstCallBuffers(_attention, stale=(1, 2)), inputs)
+
+
+def test_the_second_call_is_judged_only_once_the_first_passed() -> None:
+    """A kernel wrong at every call is reported for the case's own input, not for the decoy."""
+    def scale_twice(q, k, v, *, scale, causal=False, mask=None):
+        return _attention(q, k, v, scale=scale * scale, mask=mask)
+
+    with pytest.raises(AssertionError, match=r"accuracy") as failed:
+        assert_attention_correct(scale_twice, _qkv())
+    assert "stale-input" not in str(failed.value)
 
 
 def _on_default_stream(fn):

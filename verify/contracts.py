@@ -32,7 +32,7 @@ MASKED_ROW_POLICIES = ("either", "nan", "zero")
 class Violation:
     """One way a target broke its contract, with the element that shows it best."""
 
-    kind: str  # exception | hang | input-modified | output-overwritten | unwritten-output | stream-order | shape | dtype | device | accuracy | range | masked-row | nan-propagation | leak
+    kind: str  # exception | hang | input-modified | output-overwritten | unwritten-output | stale-input | stream-order | shape | dtype | device | accuracy | range | masked-row | nan-propagation | leak
     message: str
     index: tuple[int, ...] | None = None
     got: float | None = None

@@ -7,6 +7,7 @@ writes reports.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 import traceback
@@ -174,9 +175,10 @@ def _ramp(like: torch.Tensor) -> torch.Tensor:
 
 
 def output_survives_next_call(fn, out: torch.Tensor, decoy_args: tuple, decoy_kwargs: dict[str, Any],
-                              timeout: float) -> Violation | None:
+                              timeout: float) -> tuple[Violation | None, Any]:
     """Call ``fn`` again on other inputs of the same shapes and dtypes: an ``output-overwritten``
-    violation if that changes the bytes of ``out``, the first call's result.
+    violation if that changes the bytes of ``out``, the first call's result; and that second
+    call's output, for ``decoy_is_answered``.
 
     A target that returns one buffer it keeps (a cached or preallocated output, the static
     output of a captured CUDA graph) gives right numbers at every call, and a caller that
@@ -185,15 +187,58 @@ def output_survives_next_call(fn, out: torch.Tensor, decoy_args: tuple, decoy_kw
     """
     snapshot = StorageSnapshot({"output": out})
     try:
-        call_target(fn, decoy_args, decoy_kwargs, timeout)
+        decoy_out, viol, _ = call_target(fn, decoy_args, decoy_kwargs, timeout)
     except (TargetHang, DeviceContextLost):
-        return None
+        return None, None
+    if viol is not None:
+        decoy_out = None
     if not snapshot.changed():
-        return None
+        return None, decoy_out
     return Violation("output-overwritten",
                      "a second call, on other inputs of the same shapes, overwrote the output this call returned: "
                      "the target hands out a buffer it reuses (a cached or static output); return a fresh tensor "
-                     "(clone the buffer) so that results the caller holds stay as they were")
+                     "(clone the buffer) so that results the caller holds stay as they were"), decoy_out
+
+
+#: How far (absolute) a second call's output may be from its inputs' answer before
+#: ``decoy_is_answered`` calls it stale.  The decoys' answers lie in [0, 2] (softmax
+#: probabilities; means of V rows of 0, 0.5, 1, 1.5, 2), where a bfloat16 result is off
+#: by 0.008 at most and another input's result is off by far more.
+DECOY_ERROR_LIMIT = 0.1
+
+
+def decoy_is_answered(decoy_out: Any, first_out: torch.Tensor, truth: torch.Tensor,
+                      live_rows: torch.Tensor) -> Violation | None:
+    """A ``stale-input`` violation if the output of the second call on the decoy inputs (same
+    shapes, other tensors; the first call's inputs still alive where they were) is not the
+    decoys' answer: more than ``DECOY_ERROR_LIMIT`` from ``truth`` somewhere in a row that
+    ``live_rows`` marks as having something visible.  Judged only after the first call's
+    output passed.
+
+    A kernel that keeps the first call's buffers or addresses under a key of shapes (a program
+    cache patched on a miss but not on a hit) reads the first call's inputs on the second:
+    tt-metal PR #45137 and the SDPA bug it cites, caught late because the allocator "typically
+    reuses the same slot" for a new tensor, so the stale address held the right data.  Here the
+    first call's inputs are still alive, so a stale read returns the first call's result.
+    """
+    if not isinstance(decoy_out, torch.Tensor) or decoy_out.shape != truth.shape:
+        return None
+    got = decoy_out.detach().to(torch.float64)
+    want = truth.to(device=got.device, dtype=torch.float64)
+    live = live_rows.to(got.device)[..., None].expand(got.shape)
+    err = torch.where(live, (got - want).abs().nan_to_num(nan=math.inf), torch.zeros_like(got))
+    worst = float(err.max()) if err.numel() else 0.0
+    if worst <= DECOY_ERROR_LIMIT:
+        return None
+    at = tuple(int(i) for i in (err == worst).nonzero()[0])
+    same = bool(((decoy_out == first_out) | (torch.isnan(decoy_out) & torch.isnan(first_out))).all())
+    why = ("bit for bit the first call's result: it computed on the first call's inputs"
+           if same else "the first call's inputs or state leak into it")
+    return Violation("stale-input",
+                     f"a second call on other tensors of the same shapes (the first call's still alive) returned "
+                     f"{got[at].item()!r} at {at} where their answer is {want[at].item()!r}, {why}; a cache keyed by "
+                     "shape that keeps the first call's buffers or addresses does this: key it on the tensors, or "
+                     "patch the addresses at every call")
 
 
 #: The stream-order check holds the side stream back this long, plus twice the first call's
@@ -414,8 +459,10 @@ def check_softmax_input(
     out, v, secs = call_target(target.fn, (x,), {}, timeout)
     if v is None:
         v = inputs_modified(snapshot) or contracts.check_structure(out, x.shape, x.dtype, x.device)
+    decoy, decoy_out = None, None
     if v is None and _small(x):
-        v = output_survives_next_call(target.fn, out, (_ramp(x),), {}, timeout)
+        decoy = _ramp(x)
+        v, decoy_out = output_survives_next_call(target.fn, out, (decoy,), {}, timeout)
     if v is None and _small(x) and _wants_unwritten_check(out):
         v = every_output_written(target.fn, out, (x,), {}, timeout)
     if v is None and _small(x) and x.is_cuda:
@@ -430,6 +477,11 @@ def check_softmax_input(
     model = tolerance.ToleranceModel.for_target(target.caps, fmt.name)
     tol = tolerance.softmax_tolerance_ulps(x, truth, fmt, model)
     ev = contracts.evaluate_softmax(x, out, truth, tol, masked_rows)
+    if ev.ok and decoy_out is not None:
+        stale = decoy_is_answered(decoy_out, out, torch.softmax(decoy.double(), -1),
+                                  torch.ones(x.shape[:-1], dtype=torch.bool))
+        if stale is not None:
+            ev.violations.append(stale)
     naive = 0.0
     if compare_naive:
         ref = reference.two_pass_softmax(x, compute_dtype=x.dtype)
@@ -440,6 +492,19 @@ def check_softmax_input(
 #: Exact-fallback work one case may spend: rows x Nk x (D + 100), i.e. Python-integer
 #: multiply-adds plus ~100 per mpmath exponential; 2e7 is about 2 s on one core.
 MAX_FALLBACK_WORK = 2e7
+
+
+def _decoy_attention_answer(decoy: tuple[torch.Tensor, torch.Tensor, torch.Tensor], scale: float, causal: bool,
+                            mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The attention of the decoys (Q = K = 0: every visible key weighs the same, so each
+    output row is the mean of the visible V rows), exact to float64 rounding, and which query
+    rows see a key (B, Hq, Nq)."""
+    q, k, v = (t.double() for t in decoy)
+    answer = reference.naive_attention(q, k, v, scale=scale, causal=causal, mask=mask)
+    visible = reference.key_visibility(q, k, causal, mask)
+    live = (torch.ones(answer.shape[:-1], dtype=torch.bool, device=answer.device) if visible is None
+            else visible.any(-1).expand(answer.shape[:-1]))
+    return answer, live
 
 
 def check_attention_input(
@@ -453,10 +518,11 @@ def check_attention_input(
     out, viol, secs = call_target(target.fn, (q, k, v), kwargs, timeout)
     if viol is None:
         viol = inputs_modified(snapshot) or contracts.check_structure(out, q.shape, q.dtype, q.device)
+    decoy, decoy_out = None, None
     if viol is None and _small(q, k, v, mask):
         decoy = (torch.zeros(q.shape, dtype=q.dtype, device=q.device),
                  torch.zeros(k.shape, dtype=k.dtype, device=k.device), _ramp(v))
-        viol = output_survives_next_call(target.fn, out, decoy, kwargs, timeout)
+        viol, decoy_out = output_survives_next_call(target.fn, out, decoy, kwargs, timeout)
     if viol is None and _small(q, k, v, mask) and _wants_unwritten_check(out):
         viol = every_output_written(target.fn, out, (q, k, v), kwargs, timeout)
     if viol is None and _small(q, k, v, mask) and q.is_cuda:
@@ -474,6 +540,10 @@ def check_attention_input(
     ev = contracts.evaluate_attention(out, truth, tol, masked_rows, v=v,
                                       hull_slack=tolerance.hull_relative_slack(q.dtype, fmt, model))
     ev.uncertified = int(truth.uncertified_rows.sum())
+    if ev.ok and decoy_out is not None:
+        stale = decoy_is_answered(decoy_out, out, *_decoy_attention_answer(decoy, scale, causal, mask))
+        if stale is not None:
+            ev.violations.append(stale)
     naive = 0.0
     if compare_naive:
         ref = reference.naive_attention(q, k, v, scale=scale, causal=causal, mask=mask)
