@@ -19,6 +19,7 @@ len:odd-tile-edge      a multiple of a tile width that is not a power of two (48
                        160, 192), or one short / one over it
 len:tail2-3            two or three past a multiple of any of those tiles or of B: a tail
                        narrower than a 4-wide vector load, which a kernel may pad
+shape:1d               softmax input of shape (length,): one row, no row dim
 shape:3d               softmax input of shape (batch, rows, length)
 shape:4d               softmax input of shape (batch, heads, rows, length): two leading dims to flatten
 rows:many              softmax input of more than 32 rows in all: more rows than a persistent
@@ -137,6 +138,8 @@ SOFTMAX_LAYOUTS = (
     "contiguous", "row-padded", "transposed", "strided", "batch-sliced", "lead-permuted", "lead-broadcast",
     "misaligned"
 )
+#: Softmax layouts a 1-D input can have (there is no row dim to transpose).
+SOFTMAX_VECTOR_LAYOUTS = ("contiguous", "row-padded", "strided", "misaligned")
 #: Softmax layouts that only differ from contiguous for a 3-D or 4-D input.
 SOFTMAX_LEADING_LAYOUTS = ("batch-sliced", "lead-permuted", "lead-broadcast")
 #: Attention layouts, simplest first; "misaligned" last, as for softmax.
@@ -149,7 +152,7 @@ ATTENTION_BROADCAST_LAYOUTS = ("batch-broadcast", "head-broadcast")
 SOFTMAX_FEATURES: tuple[str, ...] = (
     _DTYPE
     + _LENGTH
-    + ("shape:3d", "shape:4d", "rows:many", "rows:grid", "len:long", "values:explicit", "rows:mixed-ranges")
+    + ("shape:1d", "shape:3d", "shape:4d", "rows:many", "rows:grid", "len:long", "values:explicit", "rows:mixed-ranges")
     + tuple(f"mag:{k}" for k in SOFTMAX_VALUE_KINDS)
     + ("mag:tiny-scale", "mag:huge-scale")
     + _MASK

@@ -45,7 +45,8 @@ from strategies._validation import (
     resolve_switch,
     spec_error,
 )
-from strategies.features import SOFTMAX_LAYOUTS, SOFTMAX_LEADING_LAYOUTS, SOFTMAX_VALUE_KINDS, ordered
+from strategies.features import (SOFTMAX_LAYOUTS, SOFTMAX_LEADING_LAYOUTS, SOFTMAX_VALUE_KINDS, SOFTMAX_VECTOR_LAYOUTS,
+                                 ordered)
 from strategies.layouts import BROADCAST_DIM, is_noncontiguous, materialize
 from strategies.lengths import (
     GRID_AXIS_LIMIT,
@@ -143,6 +144,7 @@ class SoftmaxSpec:
     seed: int = 0
     explicit: tuple[tuple[float, ...], ...] | None = None
     heads: int = 0  # last, so that positional construction keeps its meaning
+    vector: bool = False  # a 1-D input, shape (length,): one row, no batch or heads
 
     def __post_init__(self) -> None:
         try:
@@ -165,6 +167,13 @@ class SoftmaxSpec:
             raise spec_error("softmax spec", f"layout must be one of {SOFTMAX_LAYOUTS}", self.layout)
         if self.layout in SOFTMAX_LEADING_LAYOUTS and not self.batch:
             raise spec_error("softmax spec", f"layout {self.layout!r} rearranges leading dims: it needs batch >= 1")
+        if not isinstance(self.vector, bool):
+            raise spec_error("softmax spec", "vector must be a bool", self.vector)
+        if self.vector and (self.rows != 1 or self.batch or self.heads):
+            raise spec_error("softmax spec", "a 1-D input (vector=True) holds one row: rows = 1, batch = heads = 0")
+        if self.vector and self.layout not in SOFTMAX_VECTOR_LAYOUTS:
+            raise spec_error("softmax spec", f"a 1-D input's layout must be one of {SOFTMAX_VECTOR_LAYOUTS}",
+                             self.layout)
         if self.explicit is None:
             if not self.recipes:
                 raise spec_error("softmax spec", "needs at least one value recipe (or explicit values)")
@@ -182,6 +191,8 @@ class SoftmaxSpec:
 
     @property
     def shape(self) -> tuple[int, ...]:
+        if self.vector:
+            return (self.length,)
         if self.heads:
             return (self.batch, self.heads, self.rows, self.length)
         return (self.batch, self.rows, self.length) if self.batch else (self.rows, self.length)
@@ -220,6 +231,8 @@ class SoftmaxSpec:
         # from it) it had before the field existed.
         if self.heads:
             d["heads"] = self.heads
+        if self.vector:
+            d["vector"] = True
         return d
 
     @classmethod
@@ -241,6 +254,7 @@ class SoftmaxSpec:
                 seed=d.pop("seed", 0),
                 explicit=d.pop("explicit", None),
                 heads=d.pop("heads", 0),
+                vector=d.pop("vector", False),
                 **reject_extra_keys(d),
             )
         except (KeyError, TypeError) as err:
@@ -292,6 +306,8 @@ def softmax_features(spec: SoftmaxSpec) -> tuple[str, ...]:
         found.append("shape:4d")
     elif spec.batch:
         found.append("shape:3d")
+    elif spec.vector:
+        found.append("shape:1d")
     total_rows = spec.total_rows
     if total_rows > MANY_FEATURE_ROWS:
         found.append("rows:many")
@@ -335,7 +351,7 @@ class SoftmaxCase(ReplayableRepr):
 
     def describe(self) -> str:
         s = self.spec
-        parts = [f"rows={s.rows}", f"len={s.length}"]
+        parts = ["1-D", f"len={s.length}"] if s.vector else [f"rows={s.rows}", f"len={s.length}"]
         if s.heads:
             parts.insert(0, f"heads={s.heads}")
         if s.batch:
@@ -383,6 +399,7 @@ class _SoftmaxConfig:
     grid_rows: tuple[int, ...] = ()  # row counts of the grid-rows probe (lengths.GRID_COUNTS)
     probe: str | None = None  # every case is this probe (SOFTMAX_PROBES)
     zero_strides: bool = True  # the lead-broadcast layout (caps.zero_strides)
+    vector: bool = True  # one row may come as a 1-D input (caps.vector_input)
 
     def unavailable_probes(self) -> dict[str, str]:
         """The probes these settings cannot draw, each with the reason."""
@@ -554,7 +571,8 @@ def _softmax_config(dtypes, caps, max_length, max_rows, special_values, masks, e
     grid = grid_counts(grid_rows) if probes else ()
     config = _SoftmaxConfig(call, formats, lo, hi, max_rows, specials_on, masks_on, caps.noncontiguous, elementwise,
                             wide, four_d and probes, long_range, long_kinds, many, many_length,
-                            many_entries, grid, probe, zero_strides=caps.zero_strides)
+                            many_entries, grid, probe, zero_strides=caps.zero_strides,
+                            vector=caps.vector_input)
     return config
 
 
@@ -682,6 +700,12 @@ def _softmax_cases(draw: st.DrawFn, c: _SoftmaxConfig) -> SoftmaxCase:
         layouts = SOFTMAX_LAYOUTS if batch else tuple(n for n in SOFTMAX_LAYOUTS if n not in SOFTMAX_LEADING_LAYOUTS)
         if not c.zero_strides:
             layouts = tuple(n for n in layouts if n not in BROADCAST_DIM)
+    # One row alone is also drawn as a 1-D input, (length,) (False first: it shrinks to 2-D).  A
+    # launcher that reads x.stride(-2) or x.shape[-2], or a kernel that flattens to (rows, length)
+    # from x.shape[0], fails only there.  Drawn in every case, so a case costs as many choices.
+    vector = draw(st.booleans()) and c.vector and rows == 1 and not batch and not heads
+    if vector:
+        layouts = tuple(n for n in layouts if n in SOFTMAX_VECTOR_LAYOUTS)
     layout = draw(st.sampled_from(layouts))
     spec = SoftmaxSpec(
         dtype=fmt.name,
@@ -695,6 +719,7 @@ def _softmax_cases(draw: st.DrawFn, c: _SoftmaxConfig) -> SoftmaxCase:
         seed=seed,
         explicit=explicit,
         heads=heads,
+        vector=vector,
     )
     return SoftmaxCase(spec)
 

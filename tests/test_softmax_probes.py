@@ -283,6 +283,53 @@ def test_lead_broadcast_shares_the_first_batch_entry_with_stride_zero(shape: tup
     assert _visible(_softmax64(x), expanded_fast_path, x.dtype)
 
 
+# ---- 1-D inputs -------------------------------------------------------------------------------
+
+
+def _softmax_of_row_matrices(x: torch.Tensor) -> torch.Tensor:
+    """Right values for every input of two or more dims; its launcher reads the row stride,
+    ``x.stride(-2)``, which a 1-D input does not have (an IndexError)."""
+    row_stride = x.stride(-2)
+    del row_stride
+    return torch.softmax(x.float(), -1).to(x.dtype)
+
+
+def test_one_row_is_also_drawn_as_a_1d_input_and_replays() -> None:
+    vectors = _collect(softmax_cases(dtypes=LOW), 400, lambda c: c.spec.vector, at_least=8)
+    layouts = set()
+    for case in vectors:
+        x = case.build()
+        assert x.shape == (case.spec.length,) and "shape:1d" in case.features and "1-D" in case.describe()
+        assert case_from_dict(json.loads(json.dumps(case.spec.to_dict()))).spec == case.spec
+        layouts.add(case.spec.layout)
+    assert layouts - {"contiguous"}, layouts  # strided and padded 1-D views too
+    plain = SoftmaxSpec(dtype="float32", rows=1, length=7)
+    assert "vector" not in plain.to_dict()  # specs saved before the field replay unchanged
+    refused = softmax_cases(dtypes=("float32",), caps=Capabilities(vector_input=False))
+    assert not _collect(refused, 200, lambda c: c.spec.vector)
+
+
+@pytest.mark.parametrize("bad", [dict(rows=2), dict(batch=1), dict(layout="transposed"), dict(vector=1)])
+def test_a_1d_spec_holds_one_row_in_a_1d_layout(bad: dict) -> None:
+    with pytest.raises(ValueError, match="1-D input|vector must be a bool"):
+        SoftmaxSpec(**{**dict(dtype="float32", rows=1, length=5, vector=True), **bad})
+
+
+def test_a_search_catches_a_kernel_that_needs_a_row_dim(tmp_path) -> None:
+    from kernels.registry import Target
+    from verify import search
+
+    target = Target("row-matrices-softmax", "softmax", _softmax_of_row_matrices,
+                    Capabilities(dtypes=("float32",), devices=("cpu",)), "reads dims -2")
+    x = torch.randn(3, 2, 9)
+    assert torch.allclose(_softmax_of_row_matrices(x), torch.softmax(x, -1))  # right with a row dim
+    cell = search.check_cell(target, "float32", search.CheckOptions(max_examples=200, seed=4, shrink=False,
+                                                                     compare_naive=False,
+                                                                     artifact_dir=str(tmp_path)))
+    assert cell.status == "violated" and cell.violation.kind == "exception", cell.violation
+    assert "IndexError" in cell.violation.message
+
+
 @pytest.mark.parametrize("layout", [name for name in SOFTMAX_LEADING_LAYOUTS if name != "lead-broadcast"])
 @pytest.mark.parametrize("shape", [(2, 3, 5), (2, 3, 4, 5)])
 def test_leading_dim_layouts_keep_values_and_break_the_row_stride(layout: str, shape: tuple[int, ...]) -> None:

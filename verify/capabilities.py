@@ -30,6 +30,8 @@ class Capabilities:
     # (layout lead-broadcast), attention's Q, K, V over the batch or the heads.  Only with
     # ``noncontiguous``.
     zero_strides: bool = True
+    # Softmax: takes a 1-D input, one row of shape (length,) (``x.stride(-2)`` does not exist).
+    vector_input: bool = True
     # Bytes the data pointer and every stride but the last (which must be 1) must be multiples
     # of, for a non-contiguous or offset layout to be generated; 1: any layout.  Contiguous
     # inputs are always generated (a kernel must accept those, whatever its vector width).
