@@ -237,6 +237,16 @@ def test_attention_reading_the_first_calls_k_and_v_is_a_stale_input_violation() 
         assert_attention_correct(FirstCallBuffers(_attention, stale=(1, 2)), inputs)
 
 
+def test_the_stale_limit_widens_for_float8_outputs_only() -> None:
+    truth = torch.full((2, 4), 0.25, dtype=torch.float64)
+    live = torch.ones(2, dtype=torch.bool)
+    first = torch.zeros(2, 4)
+    off = truth + 0.5  # past 0.1: stale for 16- and 32-bit outputs
+    assert engine.decoy_is_answered(off.half(), first.half(), truth, live).kind == "stale-input"
+    assert engine.decoy_is_answered(off.to(torch.float8_e4m3fn), first.to(torch.float8_e4m3fn), truth, live) is None
+    assert engine.decoy_is_answered(off.half(), first.half(), truth, torch.zeros(2, dtype=torch.bool)) is None
+
+
 def test_the_second_call_is_judged_only_once_the_first_passed() -> None:
     """A kernel wrong at every call is reported for the case's own input, not for the decoy."""
     def scale_twice(q, k, v, *, scale, causal=False, mask=None):

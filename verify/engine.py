@@ -201,17 +201,20 @@ def output_survives_next_call(fn, out: torch.Tensor, decoy_args: tuple, decoy_kw
 
 
 #: How far (absolute) a second call's output may be from its inputs' answer before
-#: ``decoy_is_answered`` calls it stale.  The decoys' answers lie in [0, 2] (softmax
+#: ``decoy_is_answered`` calls it stale: this, or DECOY_ROUNDOFFS units of the output format's
+#: roundoff where that is more (float8).  The decoys' answers lie in [0, 2] (softmax
 #: probabilities; means of V rows of 0, 0.5, 1, 1.5, 2), where a bfloat16 result is off
 #: by 0.008 at most and another input's result is off by far more.
 DECOY_ERROR_LIMIT = 0.1
+DECOY_ROUNDOFFS = 16
 
 
 def decoy_is_answered(decoy_out: Any, first_out: torch.Tensor, truth: torch.Tensor,
                       live_rows: torch.Tensor) -> Violation | None:
     """A ``stale-input`` violation if the output of the second call on the decoy inputs (same
     shapes, other tensors; the first call's inputs still alive where they were) is not the
-    decoys' answer: more than ``DECOY_ERROR_LIMIT`` from ``truth`` somewhere in a row that
+    decoys' answer: more than ``DECOY_ERROR_LIMIT`` (float8: ``DECOY_ROUNDOFFS`` roundoffs) from
+    ``truth`` somewhere in a row that
     ``live_rows`` marks as having something visible.  Judged only after the first call's
     output passed.
 
@@ -228,7 +231,7 @@ def decoy_is_answered(decoy_out: Any, first_out: torch.Tensor, truth: torch.Tens
     live = live_rows.to(got.device)[..., None].expand(got.shape)
     err = torch.where(live, (got - want).abs().nan_to_num(nan=math.inf), torch.zeros_like(got))
     worst = float(err.max()) if err.numel() else 0.0
-    if worst <= DECOY_ERROR_LIMIT:
+    if worst <= max(DECOY_ERROR_LIMIT, DECOY_ROUNDOFFS * get_format(decoy_out.dtype).unit_roundoff):
         return None
     at = tuple(int(i) for i in (err == worst).nonzero()[0])
     same = bool(((decoy_out == first_out) | (torch.isnan(decoy_out) & torch.isnan(first_out))).all())
