@@ -210,13 +210,12 @@ DECOY_ROUNDOFFS = 16
 
 
 def decoy_is_answered(decoy_out: Any, first_out: torch.Tensor, truth: torch.Tensor,
-                      live_rows: torch.Tensor) -> Violation | None:
+                      live_rows: torch.Tensor | None = None) -> Violation | None:
     """A ``stale-input`` violation if the output of the second call on the decoy inputs (same
     shapes, other tensors; the first call's inputs still alive where they were) is not the
     decoys' answer: more than ``DECOY_ERROR_LIMIT`` (float8: ``DECOY_ROUNDOFFS`` roundoffs) from
-    ``truth`` somewhere in a row that
-    ``live_rows`` marks as having something visible.  Judged only after the first call's
-    output passed.
+    ``truth`` somewhere in a row that ``live_rows`` marks as having something visible (None:
+    every row).  Judged only after the first call's output passed.
 
     A kernel that keeps the first call's buffers or addresses under a key of shapes (a program
     cache patched on a miss but not on a hit) reads the first call's inputs on the second:
@@ -228,8 +227,9 @@ def decoy_is_answered(decoy_out: Any, first_out: torch.Tensor, truth: torch.Tens
         return None
     got = decoy_out.detach().to(torch.float64)
     want = truth.to(device=got.device, dtype=torch.float64)
-    live = live_rows.to(got.device)[..., None].expand(got.shape)
-    err = torch.where(live, (got - want).abs().nan_to_num(nan=math.inf), torch.zeros_like(got))
+    err = (got - want).abs().nan_to_num(nan=math.inf)
+    if live_rows is not None:
+        err = torch.where(live_rows.to(got.device)[..., None], err, torch.zeros_like(err))
     worst = float(err.max()) if err.numel() else 0.0
     if worst <= max(DECOY_ERROR_LIMIT, DECOY_ROUNDOFFS * get_format(decoy_out.dtype).unit_roundoff):
         return None
@@ -463,12 +463,13 @@ def check_softmax_input(
     if v is None:
         v = inputs_modified(snapshot) or contracts.check_structure(out, x.shape, x.dtype, x.device)
     decoy, decoy_out = None, None
-    if v is None and _small(x):
+    small = _small(x)
+    if v is None and small:
         decoy = _ramp(x)
         v, decoy_out = output_survives_next_call(target.fn, out, (decoy,), {}, timeout)
-    if v is None and _small(x) and _wants_unwritten_check(out):
+    if v is None and small and _wants_unwritten_check(out):
         v = every_output_written(target.fn, out, (x,), {}, timeout)
-    if v is None and _small(x) and x.is_cuda:
+    if v is None and small and x.is_cuda:
         v = stream_order_respected(target.fn, out, (x,), {}, secs, timeout)
     if v is not None:
         msg = f"{v.message} (input {_describe_tensor(x)})"
@@ -481,8 +482,7 @@ def check_softmax_input(
     tol = tolerance.softmax_tolerance_ulps(x, truth, fmt, model)
     ev = contracts.evaluate_softmax(x, out, truth, tol, masked_rows)
     if ev.ok and decoy_out is not None:
-        stale = decoy_is_answered(decoy_out, out, torch.softmax(decoy.double(), -1),
-                                  torch.ones(x.shape[:-1], dtype=torch.bool))
+        stale = decoy_is_answered(decoy_out, out, torch.softmax(decoy.double(), -1))
         if stale is not None:
             ev.violations.append(stale)
     naive = 0.0
@@ -498,16 +498,14 @@ MAX_FALLBACK_WORK = 2e7
 
 
 def _decoy_attention_answer(decoy: tuple[torch.Tensor, torch.Tensor, torch.Tensor], scale: float, causal: bool,
-                            mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+                            mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None]:
     """The attention of the decoys (Q = K = 0: every visible key weighs the same, so each
     output row is the mean of the visible V rows), exact to float64 rounding, and which query
-    rows see a key (B, Hq, Nq)."""
+    rows see a key (broadcastable to (B, Hq, Nq); None: all)."""
     q, k, v = (t.double() for t in decoy)
     answer = reference.naive_attention(q, k, v, scale=scale, causal=causal, mask=mask)
     visible = reference.key_visibility(q, k, causal, mask)
-    live = (torch.ones(answer.shape[:-1], dtype=torch.bool, device=answer.device) if visible is None
-            else visible.any(-1).expand(answer.shape[:-1]))
-    return answer, live
+    return answer, None if visible is None else visible.any(-1)
 
 
 def check_attention_input(
@@ -522,13 +520,14 @@ def check_attention_input(
     if viol is None:
         viol = inputs_modified(snapshot) or contracts.check_structure(out, q.shape, q.dtype, q.device)
     decoy, decoy_out = None, None
-    if viol is None and _small(q, k, v, mask):
+    small = _small(q, k, v, mask)
+    if viol is None and small:
         decoy = (torch.zeros(q.shape, dtype=q.dtype, device=q.device),
                  torch.zeros(k.shape, dtype=k.dtype, device=k.device), _ramp(v))
         viol, decoy_out = output_survives_next_call(target.fn, out, decoy, kwargs, timeout)
-    if viol is None and _small(q, k, v, mask) and _wants_unwritten_check(out):
+    if viol is None and small and _wants_unwritten_check(out):
         viol = every_output_written(target.fn, out, (q, k, v), kwargs, timeout)
-    if viol is None and _small(q, k, v, mask) and q.is_cuda:
+    if viol is None and small and q.is_cuda:
         viol = stream_order_respected(target.fn, out, (q, k, v), kwargs, secs, timeout)
     if viol is not None:
         msg = (f"{viol.message} (q {_describe_tensor(q)}, k {_describe_tensor(k)}, v {_describe_tensor(v)}, "
