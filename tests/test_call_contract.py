@@ -213,14 +213,22 @@ def test_a_search_finds_the_unwritten_rows(tmp_path) -> None:
 
 
 @pytest.mark.gpu
-def test_the_poisoned_pool_gives_its_memory_back() -> None:
+def test_the_poisoned_pools_memory_stays_bounded() -> None:
+    # Each check makes a fresh pool of >= 24 MiB.  The allocator frees a dead pool's segments on
+    # its own schedule, not at once: on the H200 (torch 2.11, 2026-12-02) reserved memory rose
+    # 2 MiB a call for about 32 calls and then stayed at 66 MiB for the next 90.  A leak of
+    # whole pools would add >= 24 MiB a call, 1.8 GiB over the second stretch.
     x = _masked_rows().cuda()
-    for _ in range(3):  # the first calls settle the allocator's own pools
-        assert_softmax_correct(_softmax_zeroing_masked_rows, x)
+    assert_softmax_correct(_softmax_zeroing_masked_rows, x)
     before = torch.cuda.memory_reserved()
-    for _ in range(50):
+    for _ in range(75):
         assert_softmax_correct(_softmax_zeroing_masked_rows, x)
-    assert torch.cuda.memory_reserved() - before <= 2 * engine.POISON_LARGE_BYTES
+    middle = torch.cuda.memory_reserved()
+    for _ in range(75):
+        assert_softmax_correct(_softmax_zeroing_masked_rows, x)
+    after = torch.cuda.memory_reserved()
+    assert after - middle <= 2 * engine.POISON_LARGE_BYTES, (before, middle, after)
+    assert after - before <= 8 * engine.POISON_LARGE_BYTES, (before, middle, after)
 
 
 def test_softmax_reading_the_first_calls_buffer_is_a_stale_input_violation() -> None:

