@@ -22,10 +22,15 @@ BLOCK = 16  # small, so CPU-sized rows still cross block boundaries
 @triton.jit
 def _online_softmax_mutant(X, Y, n_cols, stride_x, stride_y, BLOCK_N: tl.constexpr,
                            NO_RESCALE: tl.constexpr, NO_INF_GUARD: tl.constexpr, PAD_ZERO: tl.constexpr,
-                           SKIP_MASKED_BLOCKS: tl.constexpr):
+                           SKIP_MASKED_BLOCKS: tl.constexpr, INT32_OFFSETS: tl.constexpr):
     row = tl.program_id(0)
-    x_row = X + row.to(tl.int64) * stride_x
-    y_row = Y + row.to(tl.int64) * stride_y
+    if INT32_OFFSETS:
+        # program_id and the stride are int32: the product wraps past 2**31 elements.
+        x_row = X + row * stride_x
+        y_row = Y + row * stride_y
+    else:
+        x_row = X + row.to(tl.int64) * stride_x
+        y_row = Y + row.to(tl.int64) * stride_y
     pad = 0.0 if PAD_ZERO else float("-inf")
     m = tl.full([BLOCK_N], float("-inf"), tl.float32)
     l = tl.zeros([BLOCK_N], tl.float32)
@@ -57,13 +62,13 @@ def _online_softmax_mutant(X, Y, n_cols, stride_x, stride_y, BLOCK_N: tl.constex
 
 
 def _launcher(no_rescale: bool = False, no_inf_guard: bool = False, pad_zero: bool = False,
-              skip_masked_blocks: bool = False):
+              skip_masked_blocks: bool = False, int32_offsets: bool = False):
     def softmax(x: torch.Tensor) -> torch.Tensor:
         x2 = x.reshape(-1, x.shape[-1]).contiguous()  # strides are not what these mutants test
         y = torch.empty_like(x2, memory_format=torch.contiguous_format)
         _online_softmax_mutant[(x2.shape[0],)](x2, y, x2.shape[1], x2.stride(0), y.stride(0), BLOCK_N=BLOCK,
                                                NO_RESCALE=no_rescale, NO_INF_GUARD=no_inf_guard, PAD_ZERO=pad_zero,
-                                               SKIP_MASKED_BLOCKS=skip_masked_blocks)
+                                               SKIP_MASKED_BLOCKS=skip_masked_blocks, INT32_OFFSETS=int32_offsets)
         return y.reshape(x.shape)
     return softmax
 
@@ -94,6 +99,11 @@ TRITON_MUTANTS = [
            "Triton: launched on the default stream, not the caller's current stream", "stream order",
            "https://github.com/openvdb/fvdb-core/pull/587", on_default_stream(_launcher()),
            _CAPS.with_(devices=("cuda",)), "triton"),
+    # GPU only: its bug shows past 2**31 elements, which only the CUDA wide-offsets probe reaches.
+    Mutant("triton-softmax-int32-row-offsets", "softmax",
+           "Triton: row offsets formed in int32 (program_id * stride), wrapping past 2**31 elements",
+           "32-bit offset overflow", "https://github.com/triton-lang/triton/issues/832",
+           _launcher(int32_offsets=True), _CAPS.with_(devices=("cuda",)), "triton"),
 ]
 TRITON_CONTROLS = [
     Mutant("control-triton-online-softmax", "softmax", "the Triton mutants' kernel with no bug", "control", "",

@@ -187,6 +187,7 @@ def merge_cells(a: CellResult, b: CellResult) -> CellResult:
     a.tolerance_samples.extend(b.tolerance_samples)
     a.cut_by_budget = b.cut_by_budget
     a.grid_probe = a.grid_probe or b.grid_probe  # only a cell's first chunk runs the probes
+    a.wide_probe = a.wide_probe or b.wide_probe
     a.tiles_probe = a.tiles_probe or b.tiles_probe
     if b.status != "passed":
         a.status, a.reason, a.violation = b.status, b.reason, b.violation

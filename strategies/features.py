@@ -26,6 +26,8 @@ rows:many              softmax input of more than 32 rows in all: more rows than
                        grid has programs, so each program takes several rows in turn
 rows:grid              softmax input of more than 65535 rows in all: past a CUDA grid axis
                        (the grid-rows probe)
+offsets:wide           an input of more than 2**31 elements: offsets past a signed 32-bit int
+                       (the wide-offsets probes)
 len:long               softmax row longer than 1024: several blocks of a long-row tiling
 values:explicit        small input drawn element by element (spec holds the values)
 rows:mixed-ranges      rows of one matrix drawn from different value recipes
@@ -152,7 +154,8 @@ ATTENTION_BROADCAST_LAYOUTS = ("batch-broadcast", "head-broadcast")
 SOFTMAX_FEATURES: tuple[str, ...] = (
     _DTYPE
     + _LENGTH
-    + ("shape:1d", "shape:3d", "shape:4d", "rows:many", "rows:grid", "len:long", "values:explicit", "rows:mixed-ranges")
+    + ("shape:1d", "shape:3d", "shape:4d", "rows:many", "rows:grid", "offsets:wide", "len:long", "values:explicit",
+       "rows:mixed-ranges")
     + tuple(f"mag:{k}" for k in SOFTMAX_VALUE_KINDS)
     + ("mag:tiny-scale", "mag:huge-scale")
     + _MASK

@@ -293,3 +293,21 @@ def long_length_range(min_value: int, max_value: int | None, beyond: int) -> tup
     lo = max(min_value, beyond + 1)
     hi = LONG_LENGTH_MAX if max_value is None else min(max_value, LONG_LENGTH_MAX)
     return (lo, hi) if lo <= hi else None
+
+
+#: Past this many elements a tensor's element offsets no longer fit a signed 32-bit int
+#: (its byte offsets stopped fitting at 2**31 bytes, earlier still).  A kernel that forms
+#: ``row * stride`` or ``pid * block`` in int32 (Triton's program ids and small integer
+#: arguments are int32) reads and writes before the tensor past it: an illegal address, or
+#: another allocation's memory.  The wide-offsets probes (``softmax_cases``,
+#: ``attention_cases``) cross it by at least one repetition of their drawn block.
+WIDE_OFFSET_ELEMENTS = 2**31
+
+
+def wide_repetitions(block_elements: int) -> int:
+    """How many times a block of ``block_elements`` is repeated so that the whole passes
+    ``WIDE_OFFSET_ELEMENTS`` by at least one whole block (every element of the last
+    repetition lies past it) and by less than two."""
+    if block_elements < 1:
+        raise ValueError("block_elements must be >= 1")
+    return WIDE_OFFSET_ELEMENTS // block_elements + 2

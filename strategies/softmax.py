@@ -50,10 +50,12 @@ from strategies.features import (SOFTMAX_LAYOUTS, SOFTMAX_LEADING_LAYOUTS, SOFTM
 from strategies.layouts import BROADCAST_DIM, is_noncontiguous, materialize
 from strategies.lengths import (
     GRID_AXIS_LIMIT,
+    WIDE_OFFSET_ELEMENTS,
     draws_index_width,
     grid_counts,
     index_width_length,
     index_width_lengths,
+    wide_repetitions,
     length_features,
     lengths,
     long_length,
@@ -118,7 +120,13 @@ ROW_COST = 32
 GRID_ROWS_MAX_LENGTH = 16
 #: The rare probes of ``softmax_cases``, by name: ``probe=`` draws only that one (and
 #: ``softmax_probes`` says which the arguments allow).
-SOFTMAX_PROBES = ("four-d", "many-rows", "long-row", "index-width", "grid-rows")  # cheapest first
+SOFTMAX_PROBES = ("four-d", "many-rows", "long-row", "index-width", "grid-rows", "wide-offsets")  # cheapest first
+#: The wide-offsets probe (``probe="wide-offsets"`` only, with ``wide_offsets=True``): a drawn
+#: block of 1 to WIDE_BLOCK_ROWS rows of WIDE_MIN_LENGTH to WIDE_MAX_LENGTH entries (and the
+#: target's max_length), repeated along the rows past ``lengths.WIDE_OFFSET_ELEMENTS``.
+WIDE_BLOCK_ROWS = 4
+WIDE_MIN_LENGTH = 16  # past 1 (a one-entry softmax is 1, whatever was read); short rows are many programs
+WIDE_MAX_LENGTH = 2**20 + 1
 
 
 @dataclass(frozen=True)
@@ -145,6 +153,9 @@ class SoftmaxSpec:
     explicit: tuple[tuple[float, ...], ...] | None = None
     heads: int = 0  # last, so that positional construction keeps its meaning
     vector: bool = False  # a 1-D input, shape (length,): one row, no batch or heads
+    # The wide-offsets probe: the built (rows, length) block is the first of ``tile`` repeated
+    # along the rows; the target gets them all (``full_shape``), the engine checks every one.
+    tile: int = 1
 
     def __post_init__(self) -> None:
         try:
@@ -154,13 +165,18 @@ class SoftmaxSpec:
         object.__setattr__(self, "dtype", fmt.name)
         object.__setattr__(self, "recipes", tuple(self.recipes))
         object.__setattr__(self, "specials", tuple(self.specials))
-        for name in ("rows", "length", "batch", "seed", "heads"):
+        for name in ("rows", "length", "batch", "seed", "heads", "tile"):
             if not isinstance(getattr(self, name), int) or isinstance(getattr(self, name), bool):
                 raise spec_error("softmax spec", f"{name} must be an int", getattr(self, name))
         if self.rows < 1 or self.length < 1 or self.batch < 0 or self.heads < 0:
             raise spec_error("softmax spec", "need rows >= 1, length >= 1, batch >= 0, heads >= 0", self.shape)
         if self.heads and not self.batch:
             raise spec_error("softmax spec", "heads >= 1 (a 4-D input) needs batch >= 1", self.shape)
+        if self.tile < 1:
+            raise spec_error("softmax spec", "tile must be >= 1", self.tile)
+        if self.tile > 1 and (self.batch or self.heads or self.vector or self.layout != "contiguous"):
+            raise spec_error("softmax spec", "a tiled block (tile > 1) is 2-D and contiguous: batch = heads = 0, "
+                             "vector False, layout 'contiguous'")
         if not 0 <= self.seed <= _rng.SEED_MAX:
             raise spec_error("softmax spec", f"seed must lie in [0, {_rng.SEED_MAX}]", self.seed)
         if self.layout not in SOFTMAX_LAYOUTS:
@@ -198,6 +214,11 @@ class SoftmaxSpec:
         return (self.batch, self.rows, self.length) if self.batch else (self.rows, self.length)
 
     @property
+    def full_shape(self) -> tuple[int, ...]:
+        """The shape the target gets: ``shape``, its rows repeated ``tile`` times."""
+        return (self.rows * self.tile, self.length) if self.tile > 1 else self.shape
+
+    @property
     def slabs(self) -> int:
         """How many ``(rows, length)`` matrices the input holds."""
         return max(self.batch, 1) * max(self.heads, 1)
@@ -233,6 +254,8 @@ class SoftmaxSpec:
             d["heads"] = self.heads
         if self.vector:
             d["vector"] = True
+        if self.tile > 1:
+            d["tile"] = self.tile
         return d
 
     @classmethod
@@ -255,6 +278,7 @@ class SoftmaxSpec:
                 explicit=d.pop("explicit", None),
                 heads=d.pop("heads", 0),
                 vector=d.pop("vector", False),
+                tile=d.pop("tile", 1),
                 **reject_extra_keys(d),
             )
         except (KeyError, TypeError) as err:
@@ -308,11 +332,13 @@ def softmax_features(spec: SoftmaxSpec) -> tuple[str, ...]:
         found.append("shape:3d")
     elif spec.vector:
         found.append("shape:1d")
-    total_rows = spec.total_rows
+    total_rows = spec.total_rows * spec.tile
     if total_rows > MANY_FEATURE_ROWS:
         found.append("rows:many")
     if total_rows > GRID_AXIS_LIMIT:
         found.append("rows:grid")
+    if total_rows * spec.length > WIDE_OFFSET_ELEMENTS:
+        found.append("offsets:wide")
     if spec.length > LONG_FEATURE_LENGTH:
         found.append("len:long")
     if spec.explicit is not None:
@@ -372,6 +398,9 @@ class SoftmaxCase(ReplayableRepr):
         if s.layout != "contiguous":
             parts.append(f"layout={s.layout}")
         parts.append(f"seed={s.seed}")
+        if s.tile > 1:
+            parts.append(f"repeated x{s.tile} to {s.full_shape[0]} x {s.length} "
+                         f"({s.full_shape[0] * s.length} elements)")
         return " ".join(parts)
 
 
@@ -400,6 +429,7 @@ class _SoftmaxConfig:
     probe: str | None = None  # every case is this probe (SOFTMAX_PROBES)
     zero_strides: bool = True  # the lead-broadcast layout (caps.zero_strides)
     vector: bool = True  # one row may come as a 1-D input (caps.vector_input)
+    wide_range: tuple[int, int] | None = None  # block lengths of the wide-offsets probe
 
     def unavailable_probes(self) -> dict[str, str]:
         """The probes these settings cannot draw, each with the reason."""
@@ -418,6 +448,9 @@ class _SoftmaxConfig:
         if not self.grid_rows:
             out["grid-rows"] = (f"grid_rows below {GRID_AXIS_LIMIT + 1} (the search sizes it by the target's "
                                 "speed), or elementwise=True")
+        if self.wide_range is None:
+            out["wide-offsets"] = (f"wide_offsets=False (the search turns it on for CUDA devices), or "
+                                   f"caps.max_length below {WIDE_MIN_LENGTH}")
         return out
 
     def __repr__(self) -> str:
@@ -443,6 +476,7 @@ def softmax_cases(
     probe: str | None = None,
     probe_entries: int = 0,
     grid_rows: int = 0,
+    wide_offsets: bool = False,
 ) -> SearchStrategy[SoftmaxCase]:
     """Softmax inputs within the target's capabilities, rich in adversarial features.
 
@@ -490,11 +524,18 @@ def softmax_cases(
       default: none): past the 65535 blocks of a CUDA grid's second axis, rows of 2 to
       ``GRID_ROWS_MAX_LENGTH`` entries.  ``verify.search`` sizes both by the target's measured
       speed and passes them to its probe round alone.
+    * ``wide_offsets``: allow the wide-offsets probe, drawn only when forced
+      (``probe="wide-offsets"``): a 2-D block of 1 to ``WIDE_BLOCK_ROWS`` rows of
+      ``WIDE_MIN_LENGTH`` to ``WIDE_MAX_LENGTH`` entries (within ``caps``, past the size
+      profile) with the usual values, masks (at least half the rows live) and special
+      entries, repeated along the rows (``spec.tile``) past ``lengths.WIDE_OFFSET_ELEMENTS``:
+      4 to 16 GiB of input, so only for a device that holds it (False, the default: never).
+      Every repetition must come out as the first does; ``verify.engine`` checks them all.
     * The simplest case of each probe is its strongest: a many-rows case has the most rows
       and entries, a grid-rows case the most rows and the longest ones.
     """
     config = _softmax_config(dtypes, caps, max_length, max_rows, special_values, masks, elementwise, index_widths,
-                             long_rows, many_rows, four_d, probe, probe_entries, grid_rows)
+                             long_rows, many_rows, four_d, probe, probe_entries, grid_rows, wide_offsets)
     check_probe(probe, config.unavailable_probes(), SOFTMAX_PROBES)
     return _softmax_cases(config)
 
@@ -506,7 +547,8 @@ def softmax_probes(**kwargs: Any) -> tuple[str, ...]:
 
 
 def _softmax_config(dtypes, caps, max_length, max_rows, special_values, masks, elementwise, index_widths,
-                    long_rows, many_rows, four_d, probe, probe_entries=0, grid_rows=0) -> _SoftmaxConfig:
+                    long_rows, many_rows, four_d, probe, probe_entries=0, grid_rows=0,
+                    wide_offsets=False) -> _SoftmaxConfig:
     """softmax_cases' arguments checked and resolved (see there)."""
     caps = check_caps(caps)
     formats = resolve_dtypes(dtypes, caps)
@@ -543,12 +585,14 @@ def _softmax_config(dtypes, caps, max_length, max_rows, special_values, masks, e
         probe=probe,
         probe_entries=probe_entries,
         grid_rows=grid_rows,
+        wide_offsets=wide_offsets,
     )
     check_optional_bool(index_widths, "index_widths")
     for value, name in ((probe_entries, "probe_entries"), (grid_rows, "grid_rows")):
         check_argument(isinstance(value, int) and not isinstance(value, bool) and value >= 0,
                        f"{name} must be a non-negative int, got {value!r}")
-    for value, name in ((long_rows, "long_rows"), (many_rows, "many_rows"), (four_d, "four_d")):
+    for value, name in ((long_rows, "long_rows"), (many_rows, "many_rows"), (four_d, "four_d"),
+                        (wide_offsets, "wide_offsets")):
         check_bool(value, name)
     probes = not elementwise
     wide = index_width_lengths(lo, caps.max_length, hi) if index_widths and probes else ()
@@ -569,10 +613,12 @@ def _softmax_config(dtypes, caps, max_length, max_rows, special_values, masks, e
     many_length = min(hi, max(lo, MANY_ROWS_MAX_LENGTH, many_entries // many_hi))
     long_kinds = long_length_kinds(*long_range) if long_range else ()
     grid = grid_counts(grid_rows) if probes else ()
+    wide_lo, wide_hi = max(lo, WIDE_MIN_LENGTH), min(caps.max_length or WIDE_MAX_LENGTH, WIDE_MAX_LENGTH)
+    wide_range = (wide_lo, wide_hi) if wide_offsets and probes and wide_lo <= wide_hi else None
     config = _SoftmaxConfig(call, formats, lo, hi, max_rows, specials_on, masks_on, caps.noncontiguous, elementwise,
                             wide, four_d and probes, long_range, long_kinds, many, many_length,
                             many_entries, grid, probe, zero_strides=caps.zero_strides,
-                            vector=caps.vector_input)
+                            vector=caps.vector_input, wide_range=wide_range)
     return config
 
 
@@ -591,6 +637,7 @@ def _softmax_cases(draw: st.DrawFn, c: _SoftmaxConfig) -> SoftmaxCase:
     wide = False  # one row at a 16-bit index width, to show misaddressing
     heads = 0
     many_case = False  # this case is the many-rows kind
+    tile = 1  # the wide-offsets probe's repetitions of the block
     if c.elementwise:
         length = draw(lengths(c.min_length, min(c.max_length, EXPLICIT_MAX_ENTRIES)))
         rows = draw(st.integers(1, max(1, min(c.max_rows, EXPLICIT_MAX_ENTRIES // length))))
@@ -644,6 +691,16 @@ def _softmax_cases(draw: st.DrawFn, c: _SoftmaxConfig) -> SoftmaxCase:
             top = max(c.min_length, min(c.max_length, GRID_ROWS_MAX_LENGTH))
             length, heads = largest_first(draw, min(top, max(c.min_length, 2)), top), 0
             rows = -(-total // max(batch, 1))
+        elif forced == "wide-offsets":
+            # Any length of the range (the offsets pass 2**31 whatever it is; a kernel's short-
+            # and long-row paths both form them), a few rows, repeated past WIDE_OFFSET_ELEMENTS.
+            length, rows = draw(lengths(*c.wide_range)), draw(st.integers(1, WIDE_BLOCK_ROWS))
+            if rows * length & (rows * length - 1) == 0:
+                # A block of 2**k entries would line its repetitions up with every power-of-two
+                # wrap (offsets taken mod 2**31, or 2**30 as byte offsets of 16-bit data): a
+                # wrapped read would find the same numbers.  Three rows make it 3 * 2**k.
+                rows = 3
+            batch, heads, tile = 0, 0, wide_repetitions(rows * length)
         elif wide:  # one long row: the cost stays that of an ordinary example
             length, rows, batch, heads = index_width_length(c.index_lengths, seed), 1, 0, 0
         elif long_row:
@@ -679,7 +736,9 @@ def _softmax_cases(draw: st.DrawFn, c: _SoftmaxConfig) -> SoftmaxCase:
     mask = MaskSpec()
     if c.masks:
         mask = draw(mask_specs(rows, length, MASK_KINDS))
-        if not fmt.has_inf or (many_case and _live_share(mask, rows, length) < MANY_ROWS_MIN_LIVE):
+        # Fully masked rows' answers (0 or NaN) are what fresh or never-written memory may hold.
+        mostly_live = many_case or tile > 1
+        if not fmt.has_inf or (mostly_live and _live_share(mask, rows, length) < MANY_ROWS_MIN_LIVE):
             mask = MaskSpec()
 
     specials = tuple(
@@ -703,9 +762,11 @@ def _softmax_cases(draw: st.DrawFn, c: _SoftmaxConfig) -> SoftmaxCase:
     # One row alone is also drawn as a 1-D input, (length,) (False first: it shrinks to 2-D).  A
     # launcher that reads x.stride(-2) or x.shape[-2], or a kernel that flattens to (rows, length)
     # from x.shape[0], fails only there.  Drawn in every case, so a case costs as many choices.
-    vector = draw(st.booleans()) and c.vector and rows == 1 and not batch and not heads
+    vector = draw(st.booleans()) and c.vector and rows == 1 and not batch and not heads and tile == 1
     if vector:
         layouts = tuple(n for n in layouts if n in SOFTMAX_VECTOR_LAYOUTS)
+    if tile > 1:
+        layouts = ("contiguous",)  # the repetitions are made by the engine, contiguous
     layout = draw(st.sampled_from(layouts))
     spec = SoftmaxSpec(
         dtype=fmt.name,
@@ -720,6 +781,7 @@ def _softmax_cases(draw: st.DrawFn, c: _SoftmaxConfig) -> SoftmaxCase:
         explicit=explicit,
         heads=heads,
         vector=vector,
+        tile=tile,
     )
     return SoftmaxCase(spec)
 

@@ -69,7 +69,7 @@ def _attention_probe_holds(probe: str, case) -> bool:
     }[probe]
 
 
-@pytest.mark.parametrize("probe", SOFTMAX_PROBES)
+@pytest.mark.parametrize("probe", SOFTMAX_PROBES[:-1])  # wide-offsets: tests/test_wide_offsets.py
 def test_a_forced_softmax_probe_is_drawn_every_time(probe: str) -> None:
     @settings(max_examples=4 if probe.startswith("grid") else 12, **_QUIET)
     @given(softmax_cases(dtypes=("float32", "float16"), max_length=MAX_LENGTH, max_rows=MAX_ROWS, probe=probe,
@@ -147,8 +147,11 @@ def test_the_simplest_case_of_a_forced_probe_is_its_strongest() -> None:
 
 
 def test_which_probes_the_arguments_allow_and_clear_errors_otherwise() -> None:
-    assert softmax_probes() == SOFTMAX_PROBES[:-1]  # grid-rows: only where the search sizes it
-    assert softmax_probes(grid_rows=GRID_AXIS_LIMIT + 1) == SOFTMAX_PROBES
+    # grid-rows: only where the search sizes it; wide-offsets: only where it allows it (CUDA)
+    assert SOFTMAX_PROBES[-2:] == ("grid-rows", "wide-offsets")
+    assert softmax_probes() == SOFTMAX_PROBES[:-2]
+    assert softmax_probes(grid_rows=GRID_AXIS_LIMIT + 1) == SOFTMAX_PROBES[:-1]
+    assert softmax_probes(grid_rows=GRID_AXIS_LIMIT + 1, wide_offsets=True) == SOFTMAX_PROBES
     assert ATTENTION_PROBES[-2:] == ("grid-heads", "many-tiles")  # only where the search sizes them
     assert attention_probes() == ATTENTION_PROBES[:-2]
     assert attention_probes(grid_pairs=GRID_AXIS_LIMIT + 1, **TILES) == ATTENTION_PROBES
@@ -208,7 +211,7 @@ def test_the_search_tries_every_probe_after_a_tenth() -> None:
     assert len(seen) == n
     first = int(n * search.PROBE_ROUND_AT)
     probes = search.probe_round(get_target(name), "float16", search.CheckOptions(max_examples=n))
-    assert probes == SOFTMAX_PROBES[:-1]  # grid-rows comes after, sized by the speed
+    assert probes == SOFTMAX_PROBES[:-2]  # grid-rows comes after, sized by the speed; wide-offsets last
     for i, probe in enumerate(probes):
         assert _softmax_probe_holds(probe, seen[first + i]), (probe, seen[first + i].describe())
 
@@ -234,7 +237,7 @@ def test_a_campaign_cell_tries_the_probes_in_its_first_chunk_only() -> None:
     assert run.chunks >= 2 and run.cell.examples == len(seen) == 60
     args = search._strategy_args(target, "float16", base)
     first = settings(max_examples=1, phases=[Phase.generate], **_QUIET)
-    for probe in SOFTMAX_PROBES[:-1]:
+    for probe in SOFTMAX_PROBES[:-2]:
         if probe == "many-rows":
             continue  # sized by the speed measured in the chunk
         simplest = find(softmax_cases(**args, probe=probe), lambda c: True, settings=first)

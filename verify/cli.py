@@ -175,7 +175,7 @@ def cmd_replay(args) -> int:
     print(f"inputs: {how}")
     try:
         if art.op == "softmax":
-            out = check_softmax_input(target, inp["x"], masked_rows=masked)
+            out = check_softmax_input(target, inp["x"], masked_rows=masked, tile=inp.get("tile", 1))
         else:
             out = check_attention_input(target, inp["q"], inp["k"], inp["v"], scale=inp["scale"],
                                         causal=inp["causal"], mask=inp["mask"], masked_rows=masked)

@@ -7,13 +7,16 @@ writes reports.
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
+import tempfile
 import threading
 import time
 import traceback
 import warnings
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -454,11 +457,154 @@ def _describe_tensor(t: torch.Tensor) -> str:
     )
 
 
+class WideCaseUnaffordable(Exception):
+    """A wide case (the wide-offsets probes) did not fit: the device's free memory was short
+    of what it needs, or the target ran out of memory on it.  Not a violation: the probe is
+    reported as not tried, with this message."""
+
+
+#: What a wide case needs free on its device, in multiples of its input's bytes: the input
+#: and the output, the target's temporaries (torch.softmax of a 16-bit input works in float32)
+#: and the comparisons' chunks.
+WIDE_MEMORY_FACTOR = 6
+#: Elements of the output compared with its first repetition at a time (1 GiB of bits in float32).
+WIDE_COMPARE_ELEMENTS = 2**28
+#: Elements of the repetitions that differ from the first evaluated against the oracle at a
+#: time (the contract's float64 intermediates: a few hundred MiB).
+WIDE_EVALUATE_ELEMENTS = 2**23
+
+
+@contextlib.contextmanager
+def wide_case_slot(device: torch.device, input_bytes: int) -> Iterator[None]:
+    """Hold the device for one wide case: one at a time across processes (pytest-xdist workers
+    and campaign workers share a GPU; two 8 GiB cases at once on top of their other work ran
+    it out of memory), and only with ``WIDE_MEMORY_FACTOR`` times ``input_bytes`` free, else
+    WideCaseUnaffordable.  The lock is a file in the temporary directory, one per device."""
+    index = device.index if device.index is not None else (torch.cuda.current_device() if device.type == "cuda" else 0)
+    path = os.path.join(tempfile.gettempdir(), f"flashverify-wide-{device.type}{index}.lock")
+    with open(path, "a") as handle:
+        try:
+            import fcntl
+        except ImportError:  # not POSIX: no lock between processes
+            fcntl = None
+        if fcntl is not None:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            if device.type == "cuda":
+                free, _total = torch.cuda.mem_get_info(device)
+                need = WIDE_MEMORY_FACTOR * input_bytes
+                if free < need:
+                    raise WideCaseUnaffordable(f"{free / 2**30:.1f} GiB free on {device}, a wide case of "
+                                               f"{input_bytes / 2**30:.1f} GiB needs {need / 2**30:.0f}")
+            yield
+        finally:
+            if fcntl is not None:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+            if device.type == "cuda":
+                try:  # the case's gigabytes go back to the device, for the other workers
+                    torch.cuda.empty_cache()
+                except Exception:  # noqa: BLE001 - a target that lost the context: its error is the verdict
+                    pass
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    """``t`` viewed as integers of its element size: equal bits compare equal (NaN payloads, -0.0)."""
+    return t.view({1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
+
+
+def repetitions_differing(whole: torch.Tensor, block: torch.Tensor, tile: int) -> torch.Tensor:
+    """The indices j in [0, tile) (int64, ascending, on the device) of the
+    ``block.shape[0]``-row repetitions of ``whole`` (rows ``j * rows`` to ``(j + 1) * rows``)
+    whose bits differ from ``block``'s, compared ``WIDE_COMPARE_ELEMENTS`` at a time."""
+    rows = block.shape[0]
+    ref = _bits(block)
+    per = max(1, WIDE_COMPARE_ELEMENTS // max(1, block.numel()))
+    found: list[torch.Tensor] = []
+    for j0 in range(0, tile, per):
+        j1 = min(tile, j0 + per)
+        seg = _bits(whole[j0 * rows:j1 * rows]).reshape(j1 - j0, *block.shape)
+        found.append(torch.nonzero((seg != ref).flatten(1).any(1)).flatten() + j0)
+    return torch.cat(found)
+
+
+def _repeated_truth(truth: oracle.SoftmaxTruth, times: int) -> oracle.SoftmaxTruth:
+    """The truth of a 2-D block repeated ``times`` along the rows."""
+    def rows(t: torch.Tensor) -> torch.Tensor:
+        return t.repeat(times, *([1] * (t.dim() - 1)))
+
+    def certified(c: oracle.Certified) -> oracle.Certified:
+        return oracle.Certified(rows(c.hi), rows(c.lo), rows(c.bound))
+
+    return oracle.SoftmaxTruth(certified(truth.probs), certified(truth.lse), rows(truth.row_status),
+                               rows(truth.fallback_rows), truth.target)
+
+
+def _check_wide_softmax(target: Target, x: torch.Tensor, tile: int, masked_rows: str,
+                        timeout: float) -> CaseOutcome:
+    """The wide-offsets probe's check: the target gets ``x`` repeated ``tile`` times along the
+    rows (past 2**31 elements); every repetition of its output must equal the first bit for
+    bit or, where it does not (a kernel may round a row differently by where it lies), pass
+    the contract against the oracle's truth of its block.  The first repetition is checked
+    as any case is; the reuse, unwritten-memory and stream checks are for small cases."""
+    rows, n = x.shape
+    described = f"input {_describe_tensor(x)} repeated x{tile} along the rows, {rows * tile * n} elements"
+    with wide_case_slot(x.device, x.numel() * tile * x.element_size()):
+        whole = x.repeat(tile, 1)
+        out, v, secs = call_target(target.fn, (whole,), {}, timeout)
+        if v is not None and "OutOfMemoryError" in v.message.split(":")[0]:
+            raise WideCaseUnaffordable(f"the target ran out of memory on the {described}: {v.message[:200]}")
+        if v is None:
+            v = contracts.check_structure(out, whole.shape, whole.dtype, whole.device)
+        if v is None:
+            changed = repetitions_differing(whole, x, tile)
+            if changed.numel():
+                j = int(changed[0])
+                v = Violation("input-modified", f"the target wrote into its input: rows {j * rows} to "
+                              f"{(j + 1) * rows - 1} no longer hold what was passed")
+        if v is not None:
+            return CaseOutcome(Evaluation([Violation(v.kind, f"{v.message} ({described})")]), secs, 0.0, 0.0, 0)
+        fmt = get_format(x.dtype)
+        t0 = time.perf_counter()
+        truth = oracle.softmax_truth(x, fmt)
+        tol = tolerance.softmax_tolerance_ulps(x, truth, fmt, tolerance.ToleranceModel.for_target(target.caps, fmt.name))
+        osecs = time.perf_counter() - t0
+        ev = contracts.evaluate_softmax(x, out[:rows], truth, tol, masked_rows)
+        differing = repetitions_differing(out, out[:rows], tile) if ev.ok else torch.empty(0, dtype=torch.long)
+        per = max(1, WIDE_EVALUATE_ELEMENTS // x.numel())
+        within = torch.arange(rows, device=out.device)
+        for start in range(0, differing.numel(), per):
+            group = differing[start:start + per]
+            count = group.numel()
+            # The differing repetitions side by side, against the block's truth repeated as often.
+            got = out[(group[:, None] * rows + within).reshape(-1)]
+            other = contracts.evaluate_softmax(x.repeat(count, 1), got, _repeated_truth(truth, count),
+                                               tol.repeat(count, 1), masked_rows)
+            if other.max_ratio > ev.max_ratio:
+                ev.errors, ev.tolerances = other.errors, other.tolerances
+            if not other.ok:
+                first_bad = other.violations[0]
+                j = int(group[(0 if first_bad.index is None else first_bad.index[0]) // rows])
+                # That repetition alone, so the message's indices are the block's.
+                alone = contracts.evaluate_softmax(x, out[j * rows:(j + 1) * rows], truth, tol, masked_rows)
+                bad = alone.violations[0] if alone.violations else first_bad
+                index = None if bad.index is None else (j * rows + bad.index[0], *bad.index[1:])
+                first = j * rows * n
+                where = (f"repetition {j} of {tile} (rows {j * rows} to {(j + 1) * rows - 1}, element offsets "
+                         f"from {first}{', past 2**31' if first >= 2**31 else ''}) differs from the first, "
+                         "which passed; the indices before are the block's")
+                ev.violations.append(replace(bad, index=index, message=f"{bad.message}; {where} ({described})"))
+                break
+        return CaseOutcome(ev, secs, osecs, 0.0, int(truth.fallback_rows.sum()), None)
+
+
 def check_softmax_input(
     target: Target, x: torch.Tensor, *, masked_rows: str = "either", timeout: float = DEFAULT_TIMEOUT_S,
-    compare_naive: bool = True,
+    compare_naive: bool = True, tile: int = 1,
 ) -> CaseOutcome:
-    """Run a softmax target on x and evaluate its output."""
+    """Run a softmax target on x and evaluate its output.  ``tile`` > 1: the target gets x
+    (2-D) repeated that many times along the rows (the wide-offsets probe)."""
+    if tile > 1:
+        return _check_wide_softmax(target, x, tile, masked_rows, timeout)
     snapshot = StorageSnapshot({"x": x})
     out, v, secs = call_target(target.fn, (x,), {}, timeout)
     if v is None:

@@ -208,6 +208,7 @@ class CellResult:
     seconds_to_first_failure: float | None = None
     examples_to_first_failure: int | None = None
     grid_probe: str = ""  # what the grid probe (grid-rows, grid-heads) tried, or why not (search.GRID_SHARE)
+    wide_probe: str = ""  # what the wide-offsets probe tried, or why not (search.wide_offsets_allowed)
     tiles_probe: str = ""  # the many-tiles probe's rungs tried (attention), or why none (search.TILES_SECONDS)
     samples: list = field(default_factory=list)  # sampled errors, for distributions
     tolerance_samples: list = field(default_factory=list)
@@ -254,6 +255,11 @@ class _BudgetSpent(BaseException):
 class _PartOver(BaseException):
     """Ends one Hypothesis run of a cell's search (its share of the budget is spent) and lets
     the next begin; a BaseException for the reason _BudgetSpent is."""
+
+
+class _WideSkipped(BaseException):
+    """Ends the wide-offsets probe's run when its case does not fit the device
+    (engine.WideCaseUnaffordable); a BaseException for the reason _BudgetSpent is."""
 
 
 class _ViolationFound(Exception):
@@ -381,8 +387,22 @@ def many_heads_pairs(floor: int, seconds: float, pairs_seen: int, budget_s: floa
     return max(floor, min(strategies.attention.MANY_HEADS_MAX_PAIRS, affordable))
 
 
+def wide_offsets_allowed(op: str, dtype: str, device: str) -> str:
+    """Why the wide-offsets probe (2**31 elements and more, lengths.WIDE_OFFSET_ELEMENTS) is not
+    for this cell, or "" where it is: a CUDA device only (4 to 8 GiB a tensor, and the checks
+    that make it cheap run there: the oracle for one block, bit comparisons for the rest), and
+    not for float64 (16 GiB a tensor; those targets are the references).  Softmax only, so far."""
+    if op != "softmax":
+        return "softmax only so far"
+    if not device.startswith("cuda"):
+        return "CUDA devices only (a case holds 4 to 8 GiB a tensor)"
+    if get_format(dtype).name == "float64":
+        return "not for float64 (16 GiB a tensor)"
+    return ""
+
+
 def _strategy_args(target: Target, dtype: str, opts: CheckOptions, pairs: int | None = None, entries: int = 0,
-                   grid: int = 0, tiles: int = 0) -> dict[str, Any]:
+                   grid: int = 0, tiles: int = 0, wide: bool = False) -> dict[str, Any]:
     """The keyword arguments of the target's strategy (softmax_cases or attention_cases);
     ``pairs``: the many-heads probe's pair count, if not the size profile's; ``entries``: the
     many-rows probe's entries (softmax_cases' probe_entries); ``grid``: the grid probe's rows or
@@ -391,7 +411,7 @@ def _strategy_args(target: Target, dtype: str, opts: CheckOptions, pairs: int | 
     caps = target.caps
     if target.op == "softmax":
         return dict(dtypes=(dtype,), caps=caps, max_length=prof.softmax_max_length, max_rows=prof.softmax_max_rows,
-                    probe_entries=entries, grid_rows=grid)
+                    probe_entries=entries, grid_rows=grid, wide_offsets=wide)
     dims = None
     if prof.head_dims:
         dims = tuple(d for d in prof.head_dims if caps.head_dim_min <= d <= caps.head_dim_max
@@ -411,7 +431,8 @@ _STRATEGIES = {"softmax": (strategies.softmax_cases, strategies.softmax_probes),
 def _strategy(target: Target, dtype: str, opts: CheckOptions, probe: str | None = None, pairs: int | None = None,
               entries: int = 0, grid: int = 0, tiles: int = 0):
     """The target's strategy; with ``probe``, every case is that probe."""
-    return _STRATEGIES[target.op][0](**_strategy_args(target, dtype, opts, pairs, entries, grid, tiles), probe=probe)
+    args = _strategy_args(target, dtype, opts, pairs, entries, grid, tiles, wide=probe == "wide-offsets")
+    return _STRATEGIES[target.op][0](**args, probe=probe)
 
 
 def probe_round(target: Target, dtype: str, opts: CheckOptions) -> tuple[str, ...]:
@@ -447,7 +468,7 @@ def run_case(target: Target, case, opts: CheckOptions) -> engine.CaseOutcome:
     built = case.build(device=opts.device)
     if target.op == "softmax":
         return engine.check_softmax_input(target, built, masked_rows=opts.masked_rows, timeout=opts.timeout,
-                                          compare_naive=opts.compare_naive)
+                                          compare_naive=opts.compare_naive, tile=getattr(case.spec, "tile", 1))
     return engine.check_attention_input(target, built.q, built.k, built.v, scale=built.scale, causal=built.causal,
                                         mask=built.mask, masked_rows=opts.masked_rows, timeout=opts.timeout,
                                         compare_naive=opts.compare_naive)
@@ -485,7 +506,9 @@ def case_inputs_on(case, op: str, device: str) -> dict[str, Any]:
     """The case's tensors built on ``device`` (in their drawn layouts), as the target receives them."""
     built = case.build(device=device)
     if op == "softmax":
-        return {"x": built}
+        # A wide-offsets case keeps its block and the repetitions (the whole is GiBs).
+        tile = getattr(case.spec, "tile", 1)
+        return {"x": built, "tile": tile} if tile > 1 else {"x": built}
     return {"q": built.q, "k": built.k, "v": built.v, "mask": built.mask, "scale": built.scale,
             "causal": built.causal}
 
@@ -603,6 +626,8 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
         began = time.perf_counter()
         try:
             out = run_case(target, case, opts)
+        except engine.WideCaseUnaffordable as short:
+            raise _WideSkipped(str(short)) from None
         except engine.DeviceContextLost as lost:
             lost.case = case
             state["first_failure_s"] = time.perf_counter() - start
@@ -707,6 +732,28 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
             done += f" ({total - spent:.2g} s of them compiling)"
         return f"{done}; {why}" if why else done
 
+    def wide_offsets() -> str:
+        """The wide-offsets probe, where wide_offsets_allowed: what it tried, or why not."""
+        why = wide_offsets_allowed(target.op, fmt.name, opts.device)
+        if not why and "wide-offsets" not in _STRATEGIES[target.op][1](**_strategy_args(target, fmt.name, opts,
+                                                                                        wide=True)):
+            why = "the target's max_length is too short"
+        if why:
+            return f"wide-offsets not tried: {why}"
+        state["last_case"], state["wide_cases"], began = None, cell.examples, time.perf_counter()
+        try:
+            # Two cases: the simplest (rows of 16 entries, the most programs) and one drawn.
+            search("wide-offsets", max(2, opts.probe_examples), opts.seed)
+        except _WideSkipped as short:
+            return f"wide-offsets not tried: {short}"
+        case = state["last_case"]
+        state["wide_cases"] = cell.examples - state["wide_cases"]
+        if case is None:
+            return "wide-offsets: no case ran"
+        rows, n = case.spec.full_shape
+        return (f"wide-offsets: {state['wide_cases']} case(s), the last {rows} x {n} ({rows * n} elements), "
+                f"in {time.perf_counter() - began:.2g} s")
+
     # Without probes: one run.  With them: PROBE_ROUND_AT of the examples (and of the budget),
     # each probe (probe_round), then the rest under another seed (the same seed would repeat
     # the first part).  Last, TARGET_SHARE of the examples (and of the budget) climb.
@@ -743,6 +790,7 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
                                    f"{state['grid']} (a grid axis holds {GRID_AXIS_LIMIT})")
             if target.op == "attention":
                 cell.tiles_probe = climb_tiles()
+            cell.wide_probe = wide_offsets()
             left = opts.max_examples - climbing - cell.examples
             if left > 0:
                 search(None, left, later, plain_end)

@@ -1,0 +1,180 @@
+"""The wide-offsets probe: inputs past 2**31 elements, where int32 offsets wrap.
+
+A real case holds 4 to 8 GiB a tensor and runs on CUDA devices only (the GPU tier runs it,
+tests/test_gpu_tier.py).  Here the strategy's draws are checked as specs (nothing past the
+block is built), and the engine's check of a repeated block, the search's wiring and the
+replay run end to end at a smaller width: ``WIDE_OFFSET_ELEMENTS`` patched to 2**25 (past
+every ordinary CPU case, the grid probe's 16.8 M elements included), with a target whose
+offsets wrap there.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+
+import pytest
+import torch
+from hypothesis import given, settings
+
+from kernels.registry import Target
+from strategies.replay import case_from_dict
+from strategies.softmax import SoftmaxSpec, softmax_cases, softmax_probes
+from verify import artifacts, engine, search
+from verify.capabilities import Capabilities
+
+# by module path: the package's names ``lengths`` and ``softmax`` are functions too
+LENGTHS = importlib.import_module("strategies.lengths")
+SOFTMAX = importlib.import_module("strategies.softmax")
+CPU32 = Capabilities(dtypes=("float32",), devices=("cpu",))
+
+
+def _collect(strategy, n: int) -> list:
+    seen = []
+
+    @settings(max_examples=n, database=None, derandomize=True)
+    @given(strategy)
+    def draw(case) -> None:
+        seen.append(case)
+
+    draw()
+    return seen
+
+
+def test_a_wide_case_passes_2_31_elements_by_one_whole_block_and_replays() -> None:
+    cases = _collect(softmax_cases(dtypes=("float16", "float32"), wide_offsets=True, probe="wide-offsets"), 40)
+    lengths = set()
+    for case in cases:
+        s = case.spec
+        block = s.rows * s.length
+        total = s.full_shape[0] * s.full_shape[1]
+        assert s.full_shape == (s.rows * s.tile, s.length) and s.layout == "contiguous"
+        assert 2**31 + block <= total < 2**31 + 2 * block, s
+        # a block of 2**k entries would line up with a power-of-two wrap; never drawn
+        assert block & (block - 1) != 0, s
+        assert "offsets:wide" in case.features and f"repeated x{s.tile}" in case.describe()
+        assert case.build().shape == (s.rows, s.length)  # the block alone: the engine repeats it
+        assert case_from_dict(json.loads(json.dumps(s.to_dict()))).spec == s
+        lengths.add(s.length)
+    assert len(lengths) > 5, lengths
+
+
+def test_the_probe_is_drawn_only_when_asked_and_allowed() -> None:
+    assert "wide-offsets" not in softmax_probes()
+    assert "wide-offsets" in softmax_probes(wide_offsets=True)
+    assert "wide-offsets" not in softmax_probes(wide_offsets=True, caps=Capabilities(max_length=8))
+    with pytest.raises(Exception, match="wide_offsets=False"):
+        _collect(softmax_cases(probe="wide-offsets"), 1)
+    ordinary = _collect(softmax_cases(dtypes=("float16",), wide_offsets=True), 200)
+    assert all(c.spec.tile == 1 for c in ordinary)
+    assert "tile" not in SoftmaxSpec(dtype="float32", rows=2, length=3).to_dict()  # older specs replay unchanged
+
+
+@pytest.mark.parametrize("bad", [dict(batch=1), dict(layout="transposed"), dict(tile=0),
+                                 dict(rows=1, vector=True)])
+def test_a_tiled_spec_is_a_contiguous_2d_block(bad: dict) -> None:
+    with pytest.raises(ValueError, match="tile"):
+        SoftmaxSpec(**{**dict(dtype="float32", rows=2, length=5, tile=3), **bad})
+
+
+def _target(fn, name: str = "t") -> Target:
+    return Target(name, "softmax", fn, CPU32, "test target")
+
+
+def _right(x: torch.Tensor) -> torch.Tensor:
+    return torch.softmax(x.double(), -1).to(x.dtype)
+
+
+def _block() -> torch.Tensor:
+    return torch.randn(3, 37, generator=torch.Generator().manual_seed(0))
+
+
+def test_every_repetition_is_checked() -> None:
+    x = _block()
+    assert engine.check_softmax_input(_target(_right), x, tile=6).evaluation.ok
+
+    def last_rows_zero(t: torch.Tensor) -> torch.Tensor:
+        out = _right(t)
+        out[-2:] = 0.0  # never written past some offset: whatever the memory held
+        return out
+
+    ev = engine.check_softmax_input(_target(last_rows_zero), x, tile=6).evaluation
+    assert not ev.ok
+    v = ev.violations[0]
+    assert "repetition 5 of 6 (rows 15 to 17" in v.message and v.index[0] in (16, 17), v
+
+
+def test_repetitions_may_differ_in_the_last_bits_within_tolerance() -> None:
+    def rounding_by_position(t: torch.Tensor) -> torch.Tensor:
+        out = _right(t)
+        out[3:] = torch.nextafter(out[3:], torch.full_like(out[3:], 2.0))  # one ulp off past the first block
+        return out
+
+    out = engine.check_softmax_input(_target(rounding_by_position), _block(), tile=4)
+    assert out.evaluation.ok and out.evaluation.max_error >= 0.5
+
+
+def test_a_target_that_writes_its_wide_input_is_caught() -> None:
+    def scribbles(t: torch.Tensor) -> torch.Tensor:
+        out = _right(t)
+        t[7, 0] = 0.0
+        return out
+
+    v = engine.check_softmax_input(_target(scribbles), _block(), tile=4).evaluation.violations[0]
+    assert v.kind == "input-modified" and "rows 6 to 8" in v.message
+
+
+def test_running_out_of_memory_is_not_a_violation() -> None:
+    def short(t: torch.Tensor) -> torch.Tensor:
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 8.00 GiB")
+
+    with pytest.raises(engine.WideCaseUnaffordable, match="ran out of memory"):
+        engine.check_softmax_input(_target(short), _block(), tile=3)
+
+
+def test_the_probe_is_for_cuda_devices_and_not_float64() -> None:
+    assert search.wide_offsets_allowed("softmax", "float16", "cuda") == ""
+    assert "CUDA" in search.wide_offsets_allowed("softmax", "float16", "cpu")
+    assert "float64" in search.wide_offsets_allowed("softmax", "float64", "cuda:0")
+    cell = search.check_cell(_target(_right, "torch-right"), "float32",
+                             search.CheckOptions(max_examples=40, seed=1, compare_naive=False))
+    assert cell.wide_probe.startswith("wide-offsets not tried: CUDA devices only"), cell.wide_probe
+
+
+WIDTH = 2**25  # the patched wrap: 128 MiB of float32, past every ordinary case of the CPU profile
+
+
+def _wrapping_at_width(x: torch.Tensor) -> torch.Tensor:
+    """Right but for the offsets: a row's start is taken modulo WIDTH elements (a 25-bit
+    unsigned wrap standing in for a 31-bit one), so rows past WIDTH read earlier memory."""
+    n = x.shape[-1]
+    flat = x.reshape(-1)
+    starts = (torch.arange(x.numel() // n) * n) % WIDTH
+    rows = flat[(starts[:, None] + torch.arange(n)).clamp(max=flat.numel() - 1)]
+    return _right(rows).reshape(x.shape)
+
+
+@pytest.fixture
+def narrow_wide_offsets(monkeypatch):
+    monkeypatch.setattr(LENGTHS, "WIDE_OFFSET_ELEMENTS", WIDTH)
+    monkeypatch.setattr(SOFTMAX, "WIDE_OFFSET_ELEMENTS", WIDTH)
+    monkeypatch.setattr(SOFTMAX, "WIDE_MAX_LENGTH", 300)
+    monkeypatch.setattr(search, "wide_offsets_allowed", lambda op, dtype, device: "")
+
+
+def test_the_search_runs_the_probe_and_a_wrap_replays(narrow_wide_offsets, tmp_path) -> None:
+    opts = search.CheckOptions(max_examples=40, seed=3, compare_naive=False, artifact_dir=str(tmp_path))
+    right = search.check_cell(_target(_right, "torch-right"), "float32", opts)
+    assert right.status == "passed" and right.wide_probe.startswith("wide-offsets: "), right.wide_probe
+    assert right.features["offsets:wide"] >= 1
+    # Ordinary cases stay below the width: only the probe shows the wrap.
+    opts.shrink = False  # each wide case is 128 MiB
+    wrapping = search.check_cell(_target(_wrapping_at_width, "wraps-at-2-25"), "float32", opts)
+    assert wrapping.status == "violated", wrapping.wide_probe
+    assert "repetition" in wrapping.violation.message and "repeated x" in wrapping.counterexample
+    art = artifacts.load(wrapping.artifact)
+    assert art.inputs["tile"] > 1 and art.inputs["x"].numel() * art.inputs["tile"] > WIDTH
+    inputs, how = artifacts.replay_inputs(art, "cpu")  # as `python -m verify replay` gets them
+    assert how.startswith("rebuilt from the spec") and inputs["tile"] == art.inputs["tile"], how
+    again = engine.check_softmax_input(_target(_wrapping_at_width), inputs["x"], tile=inputs["tile"])
+    assert not again.evaluation.ok
