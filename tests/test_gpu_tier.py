@@ -65,14 +65,22 @@ def test_gpu_target_has_no_violation(name: str) -> None:
             first = TILES_RUNGS[0][0]
             assert c.tiles_probe.startswith("many-tiles: up to") and f"{first} x {first}" not in c.tiles_probe, \
                 c.tiles_probe
-        if name in WIDE_TARGETS and c.status == "passed" and c.dtype != "float64":
-            assert c.wide_probe.startswith("wide-offsets: "), c.wide_probe
     assert any(c.status == "passed" and c.examples > 0 for c in cells)
 
 
-#: Targets whose softmax cells must run the wide-offsets probe (2**31 elements and more) on the
-#: GPU: ours and torch's.  The references may run out of memory there, which is not a finding.
-WIDE_TARGETS = ("triton-softmax", "triton-softmax-fast", "torch.softmax")
+@pytest.mark.parametrize("name", ["triton-softmax", "triton-softmax-fast", "torch.softmax"])
+def test_gpu_softmax_is_right_past_2_31_elements(name: str) -> None:
+    """The wide-offsets probe runs, and passes, in every dtype but float64.  No budget: the
+    test above stops at its cell's budget, which waiting for the one-wide-case-a-device lock
+    behind other workers' cases spent before the probe in a 6-worker run (2026-12-02)."""
+    opts = search.CheckOptions(device="cuda", max_examples=12, seed=20261202, profile=search.PROFILES["gpu"],
+                               artifact_dir=os.environ.get("FLASHVERIFY_OUT", ".flashverify") + "/cex")
+    cells = search.check_target(get_target(name), opts)
+    _record(cells)
+    for c in cells:
+        assert c.status in ("passed", "unsupported"), f"{c.dtype}: {c.violation.one_line()}\n{c.counterexample}"
+        if c.status == "passed" and c.dtype != "float64":
+            assert c.wide_probe.startswith("wide-offsets: 2 case(s)"), c.wide_probe
 #: Mutants whose kill may be an illegal memory access, which leaves the CUDA context unusable:
 #: they run in a process of their own, so the rest of this worker's tests keep theirs.
 CONTEXT_LOSING = ("32-bit offset overflow",)
