@@ -41,7 +41,7 @@ def _flash_attention_mutant(
     NO_RESCALE: tl.constexpr, NO_INF_GUARD: tl.constexpr, CAUSAL_STRICT: tl.constexpr,
     CAUSAL_BOTTOM_RIGHT: tl.constexpr, GQA_MODULO: tl.constexpr, TAIL_UNMASKED: tl.constexpr,
     HEAD_DIM_UNMASKED: tl.constexpr, SCALE_TWICE: tl.constexpr, ACC_LOW_PRECISION: tl.constexpr,
-    FUSED_SCALE_SHIFT: tl.constexpr, DEAD_ROWS_UNSTORED: tl.constexpr,
+    FUSED_SCALE_SHIFT: tl.constexpr, DEAD_ROWS_UNSTORED: tl.constexpr, INT32_OFFSETS: tl.constexpr,
 ):
     bh = tl.program_id(1)
     b = bh // n_heads
@@ -55,8 +55,14 @@ def _flash_attention_mutant(
     # unmasked, they read whatever follows each row in memory (the next row's entries).
     qk_d_ok = offs_d < (BLOCK_D if HEAD_DIM_UNMASKED else HEAD_DIM)
 
-    q_ptrs = (Q + b.to(tl.int64) * stride_qb + h.to(tl.int64) * stride_qh
-              + rows[:, None] * stride_qm + offs_d[None, :] * stride_qd)
+    if INT32_OFFSETS:
+        # program_id and the strides are int32: (batch, head) offsets wrap past 2**31 elements.
+        q_base = Q + b * stride_qb + h * stride_qh
+        o_base = OUT + b * stride_ob + h * stride_oh
+    else:
+        q_base = Q + b.to(tl.int64) * stride_qb + h.to(tl.int64) * stride_qh
+        o_base = OUT + b.to(tl.int64) * stride_ob + h.to(tl.int64) * stride_oh
+    q_ptrs = q_base + rows[:, None] * stride_qm + offs_d[None, :] * stride_qd
     q = tl.load(q_ptrs, mask=(rows < n_q)[:, None] & qk_d_ok[None, :], other=0.0)
     k_head = K + b.to(tl.int64) * stride_kb + h_kv.to(tl.int64) * stride_kh
     v_head = V + b.to(tl.int64) * stride_vb + h_kv.to(tl.int64) * stride_vh
@@ -123,8 +129,7 @@ def _flash_attention_mutant(
     # l = 0 exactly when a row saw no key: output 0 (acc may hold 0 * NaN from a masked V).
     empty = l_i == 0.0
     out = tl.where(empty[:, None], 0.0, acc / tl.where(empty, 1.0, l_i)[:, None])
-    o_ptrs = (OUT + b.to(tl.int64) * stride_ob + h.to(tl.int64) * stride_oh
-              + rows[:, None] * stride_om + offs_d[None, :] * stride_od)
+    o_ptrs = o_base + rows[:, None] * stride_om + offs_d[None, :] * stride_od
     store = (rows < n_q)[:, None] & d_ok[None, :]
     if DEAD_ROWS_UNSTORED:
         store = store & (~empty)[:, None]  # "nothing to write": the allocator's memory stays
@@ -140,7 +145,8 @@ def _with_slack(t: torch.Tensor) -> torch.Tensor:
 
 #: The kernel's bug switches, as keyword names of ``_launcher`` (the constexpr is the upper-case name).
 BUGS = ("no_rescale", "no_inf_guard", "causal_strict", "causal_bottom_right", "gqa_modulo", "tail_unmasked",
-        "head_dim_unmasked", "scale_twice", "acc_low_precision", "fused_scale_shift", "dead_rows_unstored")
+        "head_dim_unmasked", "scale_twice", "acc_low_precision", "fused_scale_shift", "dead_rows_unstored",
+        "int32_offsets")
 
 
 def _launcher(**bug: bool):
@@ -180,8 +186,10 @@ def _probe(device: str) -> str | None:
 
 
 # float16 / float32 only: the interpreter's bfloat16 tl.dot multiplies raw bit patterns (triton #11584).
-# Short sequences: the interpreter runs every program and key block in Python.
-_CAPS = Capabilities(dtypes=("float16", "float32"), devices=("cpu", "cuda"), max_length=64, head_dim_max=256)
+# Short sequences: the interpreter runs every program and key block in Python.  The (batch, head)
+# pairs go on the grid's second axis, which holds 65535.
+_CAPS = Capabilities(dtypes=("float16", "float32"), devices=("cpu", "cuda"), max_length=64, head_dim_max=256,
+                     max_pairs=65535)
 
 
 def _mutant(name: str, description: str, bug_class: str, reference: str, caps: Capabilities = _CAPS,
@@ -227,6 +235,12 @@ TRITON_ATTENTION_MUTANTS = [
            "Triton: launched on the default stream, not the caller's current stream", "stream order",
            "https://github.com/openvdb/fvdb-core/pull/587", on_default_stream(_launcher()),
            _CAPS.with_(devices=("cuda",)), "triton"),
+    # GPU only: its bug shows past 2**31 elements, which only the CUDA wide-offsets probe reaches
+    # (heads of 129 keys and more, where 65535 pairs pass it).
+    _mutant("triton-attention-int32-head-offsets",
+            "(batch, head) offsets of Q and the output formed in int32, wrapping past 2**31 elements",
+            "32-bit offset overflow", "https://github.com/sgl-project/sglang/issues/20389",
+            _CAPS.with_(devices=("cuda",), max_length=1024), int32_offsets=True),
 ]
 TRITON_ATTENTION_CONTROLS = [
     Mutant("control-triton-flash-attention", "attention", "the Triton attention mutants' kernel with no bug",

@@ -29,7 +29,7 @@ exercised through the boolean mask: a ``causal`` mask recipe with offset
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -44,6 +44,7 @@ from strategies._text import ReplayableRepr, call_text, num, short_dtype
 from strategies._validation import (
     bound_arguments,
     check_argument,
+    check_bool,
     check_caps,
     check_optional_bool,
     check_probe,
@@ -59,12 +60,14 @@ from strategies.layouts import has_strided_last_dim, is_aligned, is_noncontiguou
 from strategies.lengths import (
     GRID_AXIS_LIMIT,
     INDEX_WIDTH_LENGTHS,
+    WIDE_OFFSET_ELEMENTS,
     draws_index_width,
     grid_counts,
     index_width_length,
     index_width_lengths,
     length_features,
     lengths,
+    wide_repetitions,
 )
 from strategies.masks import MASK_KINDS, MaskSpec, keep_features, mask_specs
 from strategies.rounding import to_format
@@ -178,7 +181,14 @@ ABSORPTION_MIN_V_VALUE = 2.0**-4
 #: ``grid-heads`` and ``many-tiles`` (forced only): see GRID_HEADS_MAX_SEQ and TILES_RUNGS;
 #: ``causal-offset`` (forced only): causal with Nq and Nk apart, see CAUSAL_OFFSET_SIDES.
 ATTENTION_PROBES = ("zero-scale", "causal-offset", "absorption", "many-heads", "mid-keys", "mid-queries",
-                    "index-width", "grid-heads", "many-tiles")  # cheapest first
+                    "index-width", "grid-heads", "many-tiles", "wide-offsets")  # cheapest first
+#: The wide-offsets probe (``probe="wide-offsets"`` only, with ``wide_offsets=True``): one batch
+#: entry of 1 to WIDE_BLOCK_HEADS heads (Hq = Hkv), Nq = Nk from WIDE_MIN_SEQ to WIDE_MAX_SEQ (and
+#: more where the target's pair limit asks for longer heads), D up to WIDE_HEAD_DIM, repeated
+#: along the heads until Q, K, V and the output each pass ``lengths.WIDE_OFFSET_ELEMENTS``.
+WIDE_BLOCK_HEADS = 4
+WIDE_MIN_SEQ = 16
+WIDE_MAX_SEQ = 256
 #: The value of the probe draw that takes each of the probes drawn by it (the two long-sequence
 #: probes share one: a second draw picks the side).
 _PROBE_DRAWS = {"mid-keys": PROBE_ODDS - 1, "mid-queries": PROBE_ODDS - 1, "many-heads": PROBE_ODDS - 2,
@@ -221,6 +231,8 @@ GRID_HEADS_MAX_HEAD_DIM = 16
 GRID_HEADS_AXES = ("batch", "heads", "both")
 GRID_HEADS_MASK_SHAPES = {"b1qk": "11qk", "1hqk": "11qk", "bhqk": "11qk", "hqk": "1qk", "b11k": "11qk",
                           "bh1k": "11qk", "b1q1": "q1", "bhq1": "q1"}
+#: The mask shapes a wide-offsets case takes: those shared by every head (and batch entry).
+WIDE_MASK_SHAPES = ("qk", "11qk", "1qk", "q1")
 #: The many-tiles probe (``probe="many-tiles"`` only, never drawn at random): Nq and Nk both in
 #: the hundreds to thousands over many (batch, head) pairs, causal first.  Every other probe
 #: keeps one side short (mid-keys: 16 queries; mid-queries: 32 keys; many-heads: 16 of each),
@@ -300,6 +312,9 @@ class AttentionSpec:
     #: Largest |V| (entries are clipped to it): None, as drawn before 2026-12-01 and kept so that
     #: those cases replay bit for bit, is ``dtype_bound_v_limit``; new draws store ``v_limit``.
     v_max: float | None = None
+    # The wide-offsets probe: the built Q, K, V are the first of ``tile`` blocks repeated along
+    # the heads; the target gets them all (``full_shapes``), the engine checks every one.
+    tile: int = 1
 
     def __post_init__(self) -> None:
         try:
@@ -309,7 +324,7 @@ class AttentionSpec:
         object.__setattr__(self, "dtype", fmt.name)
         object.__setattr__(self, "specials", tuple(self.specials))
         object.__setattr__(self, "layouts", tuple(self.layouts))
-        for name in ("batch", "heads_q", "heads_kv", "seq_q", "seq_k", "head_dim", "seed"):
+        for name in ("batch", "heads_q", "heads_kv", "seq_q", "seq_k", "head_dim", "seed", "tile"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool):
                 raise spec_error("attention spec", f"{name} must be an int", value)
@@ -345,6 +360,10 @@ class AttentionSpec:
             raise spec_error("attention spec", "special entries need tensor 'q', 'k' or 'v' and a 4-d index")
         if not fmt.has_inf and any(s.kind == "+inf" for s in self.specials):
             raise spec_error("attention spec", f"{fmt.name} has no infinities: no +inf entries")
+        if self.tile > 1 and (self.batch != 1 or self.layouts != ("contiguous",) * 3
+                              or (self.mask is not None and self.mask_shape not in WIDE_MASK_SHAPES)):
+            raise spec_error("attention spec", "a block repeated along the heads (tile > 1) has batch 1, contiguous "
+                             f"Q, K and V, and a mask shared by the heads (mask_shape in {WIDE_MASK_SHAPES})")
 
     @property
     def format(self) -> FloatFormat:
@@ -362,6 +381,11 @@ class AttentionSpec:
             "k": (b, self.heads_kv, self.seq_k, d),
             "v": (b, self.heads_kv, self.seq_k, d),
         }
+
+    @property
+    def full_shapes(self) -> dict[str, tuple[int, int, int, int]]:
+        """The shapes the target gets: ``shapes``, the heads repeated ``tile`` times."""
+        return {name: (b, h * self.tile, n, d) for name, (b, h, n, d) in self.shapes.items()}
 
     @property
     def qk_limit(self) -> float:
@@ -394,6 +418,7 @@ class AttentionSpec:
             "layouts": list(self.layouts),
             "seed": self.seed,
             **({} if self.v_max is None else {"v_max": self.v_max}),
+            **({} if self.tile == 1 else {"tile": self.tile}),
         }
 
     @classmethod
@@ -424,6 +449,7 @@ class AttentionSpec:
                 layouts=tuple(d.pop("layouts", ("contiguous",) * 3)),
                 seed=d.pop("seed", 0),
                 v_max=d.pop("v_max", None),
+                tile=d.pop("tile", 1),
                 **reject_extra_keys(d),
             )
         except (KeyError, TypeError) as err:
@@ -569,10 +595,13 @@ def attention_features(spec: AttentionSpec) -> tuple[str, ...]:
         found.append("attn:long-queries")
     if spec.seq_k >= INDEX_WIDTH_LENGTHS[0]:
         found.append("attn:index-width")
-    if spec.batch * spec.heads_q >= 16:
+    pairs = spec.batch * spec.heads_q * spec.tile
+    if pairs >= 16:
         found.append("attn:many-heads")
-    if spec.batch * spec.heads_q > GRID_AXIS_LIMIT:
+    if pairs > GRID_AXIS_LIMIT:
         found.append("attn:grid-heads")
+    if pairs * min(spec.seq_q, spec.seq_k) * spec.head_dim > WIDE_OFFSET_ELEMENTS:
+        found.append("offsets:wide")
     if (min(spec.seq_q, spec.seq_k) >= TILES_MIN_SEQ
             and spec.batch * spec.heads_q * -(-spec.seq_q // TILES_FEATURE_TILE) > TILES_FEATURE_SMS):
         found.append("attn:many-tiles")
@@ -663,6 +692,9 @@ class AttentionCase(ReplayableRepr):
         if any(layout != "contiguous" for layout in s.layouts):
             parts.append("layout=" + ",".join(f"{n}:{l}" for n, l in zip("qkv", s.layouts) if l != "contiguous"))
         parts.append(f"seed={s.seed}")
+        if s.tile > 1:
+            b, h, n, d = s.full_shapes["q"]
+            parts.append(f"repeated x{s.tile} along the heads to Hq={h} ({b * h * n * d} elements in Q)")
         return " ".join(parts)
 
 
@@ -700,6 +732,8 @@ class _AttentionConfig:
     grid_pairs: tuple[int, ...] = ()  # pair counts of the grid-heads probe (lengths.GRID_COUNTS)
     grid_axes: tuple[str, ...] = GRID_HEADS_AXES  # where its pairs may go (caps.max_batch, caps.max_heads)
     tiles_seq: int = 0  # the many-tiles probe's longest Nq and Nk (TILES_RUNGS); below TILES_MIN_SEQ: none
+    wide_seq: tuple[int, int] | None = None  # the wide-offsets probe's Nq = Nk range; None: no probe
+    wide_max_pairs: int | None = None  # the most heads its repetitions may make (caps.max_pairs, max_heads)
     absorption: bool = False  # rare absorption probes (see ABSORPTION_MIN_KEYS)
     probe: str | None = None  # every case is this probe (ATTENTION_PROBES)
 
@@ -722,6 +756,9 @@ class _AttentionConfig:
         if self.tiles_seq < TILES_MIN_SEQ:
             out["many-tiles"] = (f"probes=False, or tiles_seq (within caps.max_length) below {TILES_MIN_SEQ} (the "
                                   "search sizes it by the target's speed)")
+        if self.wide_seq is None:
+            out["wide-offsets"] = ("wide_offsets=False (the search turns it on for CUDA devices), or the target's "
+                                   "head dims, lengths and pair limit allow no block that repeats past 2**31")
         if not (self.absorption and self.max_seq >= ABSORPTION_MIN_KEYS):
             out["absorption"] = f"probes=False, or max_seq (within caps) below {ABSORPTION_MIN_KEYS}"
         return out
@@ -782,6 +819,7 @@ def attention_cases(
     many_heads_pairs: int = MANY_HEADS_MAX_PAIRS,
     grid_pairs: int = 0,
     tiles_seq: int = 0,
+    wide_offsets: bool = False,
 ) -> SearchStrategy[AttentionCase]:
     """Attention inputs within the target's capabilities, rich in adversarial features.
 
@@ -835,12 +873,19 @@ def attention_cases(
       (or Nq about half of Nk) in the hundreds to thousands, causal first, over
       ``tiles_pairs(tiles_seq)`` (batch, head) pairs, D <= ``TILES_MAX_HEAD_DIM``.
       ``verify.search`` climbs ``TILES_RUNGS`` by the target's measured speed.
+    * ``wide_offsets``: allow the wide-offsets probe, drawn only when forced
+      (``probe="wide-offsets"``): one batch entry of 1 to ``WIDE_BLOCK_HEADS`` heads (Hq = Hkv,
+      never 2**k entries a tensor), Nq = Nk, D up to ``WIDE_HEAD_DIM``, causal or a mask shared
+      by the heads, repeated along the heads (``spec.tile``) until Q, K, V and the output each
+      pass ``lengths.WIDE_OFFSET_ELEMENTS`` by a block: 4 to 8 GiB a tensor, so only for a
+      device that holds it (False, the default: never).  The heads stay within the target's
+      ``max_pairs`` and ``max_heads`` (longer sequences make fewer of them).
     * The simplest case of each probe is its strongest (the one a search's probe round tries):
       the most pairs, keys or queries the probe allows, and sequences long enough that Q and K
       matter (more than one key).
     """
     config = _attention_config(dtypes, caps, max_seq, max_batch, max_heads, head_dims, special_values, index_widths,
-                               probes, probe, many_heads_pairs, grid_pairs, tiles_seq)
+                               probes, probe, many_heads_pairs, grid_pairs, tiles_seq, wide_offsets)
     check_probe(probe, config.unavailable_probes(), ATTENTION_PROBES)
     return _attention_cases(config)
 
@@ -853,7 +898,7 @@ def attention_probes(**kwargs: Any) -> tuple[str, ...]:
 
 def _attention_config(dtypes, caps, max_seq, max_batch, max_heads, head_dims, special_values,
                       index_widths, probes, probe, many_heads_pairs=MANY_HEADS_MAX_PAIRS,
-                      grid_pairs=0, tiles_seq=0) -> "_AttentionConfig":
+                      grid_pairs=0, tiles_seq=0, wide_offsets=False) -> "_AttentionConfig":
     """attention_cases' arguments checked and resolved (see there)."""
     check_positive_int(many_heads_pairs, "many_heads_pairs")
     check_argument(isinstance(grid_pairs, int) and not isinstance(grid_pairs, bool) and grid_pairs >= 0,
@@ -886,6 +931,7 @@ def _attention_config(dtypes, caps, max_seq, max_batch, max_heads, head_dims, sp
             many_heads_pairs=many_heads_pairs,
             grid_pairs=grid_pairs,
             tiles_seq=tiles_seq,
+            wide_offsets=wide_offsets,
         ),
         formats=formats,
         min_seq=lo,
@@ -918,7 +964,25 @@ def _attention_config(dtypes, caps, max_seq, max_batch, max_heads, head_dims, sp
         absorption=probes,
         probe=probe,
     )
+    check_bool(wide_offsets, "wide_offsets")
+    if wide_offsets and probes:
+        most = min((m for m in (caps.max_pairs, caps.max_heads) if m is not None), default=None)
+        wide_dims = [d for d in dims if d <= WIDE_HEAD_DIM]
+        floor = min((wide_min_seq(d, most) for d in wide_dims), default=hi + 1)
+        if floor <= hi:
+            config = replace(config, wide_seq=(max(lo, WIDE_MIN_SEQ), max(min(hi, WIDE_MAX_SEQ), floor)),
+                             wide_max_pairs=most)
     return config
+
+
+def wide_min_seq(head_dim: int, most_pairs: int | None) -> int:
+    """The least Nq = Nk of a wide-offsets case of ``head_dim`` whose repetitions make at most
+    ``most_pairs`` heads (1 where there is no limit): its blocks of up to WIDE_BLOCK_HEADS heads
+    make about 2**31 / (N D) heads, and two blocks more."""
+    if most_pairs is None:
+        return 1
+    room = most_pairs - 2 * WIDE_BLOCK_HEADS
+    return -(-WIDE_OFFSET_ELEMENTS // (room * head_dim)) if room > 0 else WIDE_OFFSET_ELEMENTS
 
 
 def _grid_pairs(most: int, caps: Capabilities) -> tuple[int, ...]:
@@ -1271,6 +1335,22 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         # The widest head dim up to TILES_MAX_HEAD_DIM first: D = 1 makes each score one product.
         dims = [d for d in c.head_dims if d <= TILES_MAX_HEAD_DIM] or [min(c.head_dims)]
         head_dim = draw(st.sampled_from(dims[::-1]))
+    elif c.probe == "wide-offsets":
+        # One batch entry of a few heads, Nq = Nk, repeated along the heads below.  The widest
+        # head dim first (the fewest heads); a dim whose heads would pass the target's pair limit
+        # at every allowed length gives way to the widest.
+        batch, group, decode = 1, 1, False
+        heads_kv = draw(st.integers(1, WIDE_BLOCK_HEADS))
+        dims = [d for d in c.head_dims if d <= WIDE_HEAD_DIM]
+        head_dim = draw(st.sampled_from(dims[::-1]))
+        if wide_min_seq(head_dim, c.wide_max_pairs) > c.wide_seq[1]:
+            head_dim = max(dims)
+        low = max(c.wide_seq[0], wide_min_seq(head_dim, c.wide_max_pairs))
+        seq_q = seq_k = draw(lengths(low, max(low, c.wide_seq[1])))
+        if heads_kv * seq_k * head_dim & (heads_kv * seq_k * head_dim - 1) == 0 and heads_kv < 3:
+            # 2**k entries a block would line the repetitions up with every power-of-two wrap
+            # (offsets taken mod 2**31): a wrapped read would find the same numbers.
+            heads_kv = 3
     if head_dim > WIDE_HEAD_DIM:
         # Rows this wide cost the oracle's exact fallback seconds each: keep the rest small.
         seq_q, seq_k = min(seq_q, WIDE_HEAD_MAX_SEQ), min(seq_k, WIDE_HEAD_MAX_SEQ)
@@ -1318,7 +1398,7 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
             groups = (MASK_SHAPES_BY_RANK + ((QUERY_BROADCAST_SHAPES,) if mask.kind in KEY_MASK_KINDS else ())
                       + ((KEY_BROADCAST_SHAPES,) if mask.kind in KEY_BROADCAST_KINDS and c.mask_key_broadcast else ()))
             mask_shape = draw(st.sampled_from(draw(st.sampled_from(groups))))
-            if c.probe in ("grid-heads", "many-tiles"):
+            if c.probe in ("grid-heads", "many-tiles", "wide-offsets"):
                 # Masks shared by every pair: one random stream, not one a pair.
                 mask_shape = GRID_HEADS_MASK_SHAPES.get(mask_shape, mask_shape)
         mask_layout = draw(st.sampled_from(c.mask_layouts))
@@ -1371,6 +1451,15 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         long_shapes = ((batch, heads_q, seq_q, head_dim), (batch, heads_kv, seq_k, head_dim))
         layouts = tuple(layout if layout in _layouts_for(c, long_shapes[i > 0], fmt) else "contiguous"
                         for i, layout in enumerate(layouts))
+    tile = 1
+    if c.probe == "wide-offsets":
+        layouts = ("contiguous",) * 3  # the engine makes the repetitions, contiguous
+        # Rows that tell positions apart and peaked scores, as the long-key probe's, at the
+        # default scale: a constant Q, a zero scale or a NaN row would hide a misread (a Q read
+        # from another head's rows of the same numbers); causal and masks stay.
+        scale, specials = None, ()
+        q, k, v = _long_key_recipes(q, k, v, fmt, seq_k)
+        tile = wide_repetitions(heads_q * min(seq_q, seq_k) * head_dim)
     spec = AttentionSpec(
         dtype=fmt.name,
         batch=batch,
@@ -1391,5 +1480,6 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         layouts=layouts,
         seed=seed,
         v_max=v_limit(fmt, seq_k),
+        tile=tile,
     )
     return AttentionCase(spec)

@@ -171,7 +171,7 @@ ATTENTION_FEATURES: tuple[str, ...] = (
     + ("attn:mha", "attn:gqa", "attn:mqa", "attn:nq<nk", "attn:nq>nk", "attn:decode")
     + ("attn:causal", "attn:bool-mask", "attn:causal+mask")
     + ("attn:long-keys", "attn:long-queries", "attn:index-width", "attn:many-heads", "attn:grid-heads",
-       "attn:many-tiles")
+       "attn:many-tiles", "offsets:wide")
     + tuple(f"mask-shape:{s}" for s in ("qk", "11qk", "b1qk", "1hqk", "bhqk", "1qk", "hqk", "b11k", "bh1k",
                                          "q1", "b1q1", "bhq1"))
     + tuple(f"mask-layout:{s}" for s in ("sliced", "transposed", "expanded"))

@@ -723,13 +723,14 @@ def _softmax_cases(draw: st.DrawFn, c: _SoftmaxConfig) -> SoftmaxCase:
     recipes = tuple(
         draw(st.lists(value_recipes(fmt, SOFTMAX_VALUE_KINDS), min_size=1, max_size=min(MAX_RECIPES, total_rows)))
     )
-    if wide:
+    if wide or tile > 1:
+        # Rows that tell positions apart: a constant row read from the wrong place looks right.
         recipes = tuple(position_distinct(r, fmt) for r in recipes)
     mode = "explicit" if c.elementwise else "recipes"
     if c.elementwise is None:
         mode = draw(st.sampled_from(("recipes", "explicit")))
     explicit = None
-    if mode == "explicit" and batch == 0 and rows * length <= EXPLICIT_MAX_ENTRIES:
+    if mode == "explicit" and batch == 0 and rows * length <= EXPLICIT_MAX_ENTRIES and tile == 1:
         explicit = draw(_explicit_values(fmt, rows, length))
         recipes = ()
 
@@ -753,6 +754,8 @@ def _softmax_cases(draw: st.DrawFn, c: _SoftmaxConfig) -> SoftmaxCase:
         # A NaN or +inf makes the whole row NaN by contract, and a mask can hide most of the
         # row: either would hide a misaddressing, which is what this row is drawn to show.
         specials, mask = (), MaskSpec()
+    if tile > 1:
+        specials = ()  # a NaN row is NaN whatever was read; masks stay (at least half the rows live)
     layouts = ("contiguous",)
     if c.noncontiguous:
         # The leading-dim layouts are plain contiguous memory for a 2-D input.

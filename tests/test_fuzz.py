@@ -71,7 +71,9 @@ def test_fuzz_correct_target_writes_report_with_coverage(tmp_path: Path) -> None
     assert any(n == 0 for n in t["coverage"].values()) or t["features_never_hit"] == []  # zeros are listed too
     for d in t["dtypes"].values():  # worst case and its improvement over the run
         assert d["checkpoints"] and d["checkpoints"][-1]["max_ratio"] == d["max_ratio"]
-        assert d["max_ratio"] <= 1 and d["worst_case"]
+        # a worst case wherever an element was measured (on a loaded CI machine, 2026-12-02, one
+        # dtype's few examples in the 18 s had none: fully masked or NaN rows only)
+        assert d["max_ratio"] <= 1 and (d["worst_case"] or d["max_ratio"] == 0.0)
     assert not (tmp_path / "corpus").exists() or not list((tmp_path / "corpus").iterdir())
     assert (tmp_path / "rep" / "summary.md").exists()
     assert doc["options"]["workers"] == 1 and doc["options"]["gpus"] == [] and t["gpu"] is None  # cpu defaults

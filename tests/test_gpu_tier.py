@@ -81,6 +81,27 @@ def test_gpu_softmax_is_right_past_2_31_elements(name: str) -> None:
         assert c.status in ("passed", "unsupported"), f"{c.dtype}: {c.violation.one_line()}\n{c.counterexample}"
         if c.status == "passed" and c.dtype != "float64":
             assert c.wide_probe.startswith("wide-offsets: 2 case(s)"), c.wide_probe
+@pytest.mark.parametrize("name", ["triton-attention", "triton-attention-tf32"])
+def test_gpu_attention_is_right_past_2_31_elements(name: str) -> None:
+    """Two wide-offsets cases a dtype (the probe's simplest, then one drawn): the heads of a
+    block repeated until Q, K, V and the output each pass 2**31 elements, every repetition
+    checked (verify.engine)."""
+    from hypothesis import Phase, find, settings
+
+    target = get_target(name)
+    opts = search.CheckOptions(device="cuda", profile=search.PROFILES["gpu"], compare_naive=False)
+    for dtype in target.caps.dtypes:
+        if search.wide_offsets_allowed("attention", dtype, "cuda"):
+            continue  # float64
+        strategy = search._strategy(target, dtype, opts, probe="wide-offsets")
+        seen = []
+        find(strategy, lambda case: seen.append(case) or len(seen) >= 2,
+             settings=settings(max_examples=2, phases=[Phase.generate], database=None))
+        for case in seen[:2]:  # find replays its last example once more
+            out = search.run_case(target, case, opts)
+            assert out.evaluation.ok, f"{dtype}: {out.evaluation.violations[0].one_line()}\n{case.describe()}"
+
+
 #: Mutants whose kill may be an illegal memory access, which leaves the CUDA context unusable:
 #: they run in a process of their own, so the rest of this worker's tests keep theirs.
 CONTEXT_LOSING = ("32-bit offset overflow",)

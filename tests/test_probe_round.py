@@ -81,7 +81,7 @@ def test_a_forced_softmax_probe_is_drawn_every_time(probe: str) -> None:
     every()
 
 
-@pytest.mark.parametrize("probe", ATTENTION_PROBES)
+@pytest.mark.parametrize("probe", ATTENTION_PROBES[:-1])  # wide-offsets: tests/test_wide_offsets.py
 def test_a_forced_attention_probe_is_drawn_every_time(probe: str) -> None:
     @settings(max_examples=4 if probe in ("grid-heads", "many-tiles") else 12, **_QUIET)
     @given(attention_cases(dtypes=("float32", "float16"), max_seq=MAX_SEQ, probe=probe, **GRID["attention"], **TILES))
@@ -152,11 +152,13 @@ def test_which_probes_the_arguments_allow_and_clear_errors_otherwise() -> None:
     assert softmax_probes() == SOFTMAX_PROBES[:-2]
     assert softmax_probes(grid_rows=GRID_AXIS_LIMIT + 1) == SOFTMAX_PROBES[:-1]
     assert softmax_probes(grid_rows=GRID_AXIS_LIMIT + 1, wide_offsets=True) == SOFTMAX_PROBES
-    assert ATTENTION_PROBES[-2:] == ("grid-heads", "many-tiles")  # only where the search sizes them
-    assert attention_probes() == ATTENTION_PROBES[:-2]
-    assert attention_probes(grid_pairs=GRID_AXIS_LIMIT + 1, **TILES) == ATTENTION_PROBES
-    assert attention_probes(grid_pairs=GRID_AXIS_LIMIT) == ATTENTION_PROBES[:-2]
-    assert attention_probes(tiles_seq=A.TILES_MIN_SEQ - 1) == ATTENTION_PROBES[:-2]
+    # grid-heads and many-tiles only where the search sizes them, wide-offsets where it allows it
+    assert ATTENTION_PROBES[-3:] == ("grid-heads", "many-tiles", "wide-offsets")
+    assert attention_probes() == ATTENTION_PROBES[:-3]
+    assert attention_probes(grid_pairs=GRID_AXIS_LIMIT + 1, **TILES) == ATTENTION_PROBES[:-1]
+    assert attention_probes(grid_pairs=GRID_AXIS_LIMIT + 1, **TILES, wide_offsets=True) == ATTENTION_PROBES
+    assert attention_probes(grid_pairs=GRID_AXIS_LIMIT) == ATTENTION_PROBES[:-3]
+    assert attention_probes(tiles_seq=A.TILES_MIN_SEQ - 1) == ATTENTION_PROBES[:-3]
     assert attention_probes(caps=Capabilities(max_length=A.TILES_MIN_SEQ - 1), tiles_seq=4096)[-1] != "many-tiles"
     with pytest.raises(InvalidArgument, match=r"tiles_seq must be a non-negative int \(0: no many-tiles probe\)"):
         attention_cases(tiles_seq=-1)

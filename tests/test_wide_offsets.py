@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import importlib
 import json
+import math
 
 import pytest
 import torch
 from hypothesis import given, settings
 
+from kernels import reference
 from kernels.registry import Target
+from strategies.attention import attention_cases, attention_probes
 from strategies.replay import case_from_dict
 from strategies.softmax import SoftmaxSpec, softmax_cases, softmax_probes
 from verify import artifacts, engine, search
@@ -134,6 +137,7 @@ def test_running_out_of_memory_is_not_a_violation() -> None:
 
 def test_the_probe_is_for_cuda_devices_and_not_float64() -> None:
     assert search.wide_offsets_allowed("softmax", "float16", "cuda") == ""
+    assert search.wide_offsets_allowed("attention", "bfloat16", "cuda") == ""
     assert "CUDA" in search.wide_offsets_allowed("softmax", "float16", "cpu")
     assert "float64" in search.wide_offsets_allowed("softmax", "float64", "cuda:0")
     cell = search.check_cell(_target(_right, "torch-right"), "float32",
@@ -178,3 +182,87 @@ def test_the_search_runs_the_probe_and_a_wrap_replays(narrow_wide_offsets, tmp_p
     assert how.startswith("rebuilt from the spec") and inputs["tile"] == art.inputs["tile"], how
     again = engine.check_softmax_input(_target(_wrapping_at_width), inputs["x"], tile=inputs["tile"])
     assert not again.evaluation.ok
+
+
+# ---- attention ---------------------------------------------------------------------------------
+
+ATTENTION = importlib.import_module("strategies.attention")
+
+
+def _right_attention(q, k, v, *, scale, causal=False, mask=None):
+    return reference.naive_attention(q, k, v, scale=scale, causal=causal, mask=mask,
+                                     compute_dtype=torch.float64).to(q.dtype)
+
+
+def _attention_target(fn, name: str = "a") -> Target:
+    return Target(name, "attention", fn, CPU32, "test target")
+
+
+def test_a_wide_attention_case_passes_2_31_elements_in_every_tensor_within_the_pair_limit() -> None:
+    caps = Capabilities(max_pairs=65535)
+    cases = _collect(attention_cases(dtypes=("float16",), caps=caps, max_seq=1024, head_dims=(16, 40, 64, 128, 256),
+                                     wide_offsets=True, probe="wide-offsets"), 30)
+    for case in cases:
+        s = case.spec
+        full = s.full_shapes
+        assert s.batch == 1 and s.heads_q == s.heads_kv and s.layouts == ("contiguous",) * 3
+        assert s.mask is None or s.mask_shape in ATTENTION.WIDE_MASK_SHAPES
+        for name in "qkv":
+            block = math.prod(s.shapes[name])
+            assert 2**31 + block <= math.prod(full[name]) < 2**31 + 2 * block, (name, s)
+            assert block & (block - 1) != 0, s
+        assert full["q"][1] <= 65535, s  # the target's pair limit
+        assert "offsets:wide" in case.features and "along the heads" in case.describe()
+        assert case_from_dict(json.loads(json.dumps(s.to_dict()))).spec == s
+    assert "wide-offsets" not in attention_probes()
+    assert "wide-offsets" not in attention_probes(wide_offsets=True, caps=caps, max_seq=64, head_dims=(16,))
+
+
+def test_every_head_repetition_is_checked() -> None:
+    gen = torch.Generator().manual_seed(1)
+    q, k, v = (torch.randn(1, 2, 5, 8, generator=gen) for _ in range(3))
+    kw = dict(scale=0.3, causal=True, mask=None)
+    assert engine.check_attention_input(_attention_target(_right_attention), q, k, v, **kw, tile=5).evaluation.ok
+
+    def last_head_stale(q, k, v, **kw):
+        out = _right_attention(q, k, v, **kw)
+        out[:, -1] = out[:, 0]  # the last head written from the first's: a wrapped offset
+        return out
+
+    ev = engine.check_attention_input(_attention_target(last_head_stale), q, k, v, **kw, tile=5).evaluation
+    assert not ev.ok and "repetition 4 of 5 (heads 8 to 9" in ev.violations[0].message, ev.violations
+    assert ev.violations[0].index[1] == 9
+
+
+ATTENTION_WIDTH = 2**20  # the patched wrap for attention: 4 MiB of float32 a tensor
+
+
+def _q_wrapping_at_width(q, k, v, **kw):
+    """Right but for Q's addressing: a query row's start is taken modulo ATTENTION_WIDTH."""
+    b, h, n, d = q.shape
+    rows = q.reshape(-1, d)
+    starts = (torch.arange(rows.shape[0]) * d) % ATTENTION_WIDTH
+    return _right_attention(rows[starts // d].reshape(q.shape), k, v, **kw)
+
+
+@pytest.fixture
+def narrow_attention_offsets(monkeypatch):
+    monkeypatch.setattr(LENGTHS, "WIDE_OFFSET_ELEMENTS", ATTENTION_WIDTH)
+    monkeypatch.setattr(ATTENTION, "WIDE_OFFSET_ELEMENTS", ATTENTION_WIDTH)
+    monkeypatch.setattr(ATTENTION, "WIDE_MAX_SEQ", 24)
+    monkeypatch.setattr(search, "wide_offsets_allowed", lambda op, dtype, device: "")
+
+
+def test_the_attention_probe_catches_a_wrap_and_runs_in_a_search(narrow_attention_offsets, tmp_path) -> None:
+    strategy = attention_cases(dtypes=("float32",), caps=CPU32, max_seq=32, head_dims=(8, 16, 24),
+                               wide_offsets=True, probe="wide-offsets")
+    opts = search.CheckOptions(compare_naive=False)
+    for case in _collect(strategy, 3):
+        assert case.spec.tile > 1 and math.prod(case.spec.full_shapes["q"]) > ATTENTION_WIDTH
+        assert search.run_case(_attention_target(_right_attention), case, opts).evaluation.ok
+        wrapped = search.run_case(_attention_target(_q_wrapping_at_width), case, opts).evaluation
+        assert not wrapped.ok and "repetition" in wrapped.violations[0].message, case.describe()
+    cell = search.check_cell(_attention_target(_right_attention, "right-attention"), "float32",
+                             search.CheckOptions(max_examples=30, seed=2, compare_naive=False,
+                                                 artifact_dir=str(tmp_path)))
+    assert cell.status == "passed" and cell.wide_probe.startswith("wide-offsets: 2 case(s)"), cell.wide_probe

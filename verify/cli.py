@@ -178,7 +178,8 @@ def cmd_replay(args) -> int:
             out = check_softmax_input(target, inp["x"], masked_rows=masked, tile=inp.get("tile", 1))
         else:
             out = check_attention_input(target, inp["q"], inp["k"], inp["v"], scale=inp["scale"],
-                                        causal=inp["causal"], mask=inp["mask"], masked_rows=masked)
+                                        causal=inp["causal"], mask=inp["mask"], masked_rows=masked,
+                                        tile=inp.get("tile", 1))
     except DeviceContextLost as lost:
         print(f"VIOLATION {lost.violation.one_line()}")
         return EXIT_VIOLATION

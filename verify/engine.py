@@ -655,12 +655,90 @@ def _decoy_attention_answer(decoy: tuple[torch.Tensor, torch.Tensor, torch.Tenso
     return answer, None if visible is None else visible.any(-1)
 
 
+def _repeated_attention_truth(truth: oracle.AttentionTruth, times: int) -> oracle.AttentionTruth:
+    """The truth of a block of heads repeated ``times`` along the heads."""
+    return truth_chunks.merge([truth] * times, dim=1)
+
+
+def _check_wide_attention(target: Target, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, tile: int,
+                          kwargs: dict[str, Any], masked_rows: str, timeout: float,
+                          max_fallback_work: float | None) -> CaseOutcome:
+    """The wide-offsets probe's check for attention: the target gets Q, K and V (one batch
+    entry) with their heads repeated ``tile`` times (each past 2**31 elements); every
+    repetition of the output's heads must equal the first bit for bit or, where it does not,
+    pass the contract against the oracle's truth of the block.  The mask, if any, is shared
+    by the heads.  The first repetition is checked as any case is."""
+    heads, n_q, d = q.shape[1:]
+    described = (f"q {_describe_tensor(q)}, k {_describe_tensor(k)}, v {_describe_tensor(v)} with the heads repeated "
+                 f"x{tile}, {q.numel() * tile} elements in Q, scale={kwargs['scale']:g}, causal={kwargs['causal']}, "
+                 f"mask={None if kwargs['mask'] is None else tuple(kwargs['mask'].shape)}")
+    largest = max(t.numel() * t.element_size() for t in (q, k, v)) * tile
+    with wide_case_slot(q.device, largest):
+        whole = tuple(t.repeat(1, tile, 1, 1) for t in (q, k, v))
+        out, viol, secs = call_target(target.fn, whole, kwargs, timeout)
+        if viol is not None and "OutOfMemoryError" in viol.message.split(":")[0]:
+            raise WideCaseUnaffordable(f"the target ran out of memory on {described}: {viol.message[:200]}")
+        if viol is None:
+            viol = contracts.check_structure(out, whole[0].shape, q.dtype, q.device)
+        if viol is None:
+            for name, block, full in zip("qkv", (q, k, v), whole, strict=True):
+                changed = repetitions_differing(full[0], block[0], tile)
+                if changed.numel():
+                    j = int(changed[0])
+                    viol = Violation("input-modified", f"the target wrote into its input: {name}'s heads "
+                                     f"{j * block.shape[1]} to {(j + 1) * block.shape[1] - 1} no longer hold what "
+                                     "was passed")
+                    break
+        if viol is not None:
+            return CaseOutcome(Evaluation([Violation(viol.kind, f"{viol.message} ({described})")]), secs, 0.0, 0.0, 0)
+        fmt = get_format(q.dtype)
+        t0 = time.perf_counter()
+        model = tolerance.ToleranceModel.for_target(target.caps, fmt.name)
+        truth, tol = truth_chunks.attention_truth_and_tolerance(q, k, v, **kwargs, fmt=fmt, model=model,
+                                                                max_fallback_work=max_fallback_work)
+        osecs = time.perf_counter() - t0
+        slack = tolerance.hull_relative_slack(q.dtype, fmt, model)
+        ev = contracts.evaluate_attention(out[:, :heads], truth, tol, masked_rows, v=v, hull_slack=slack)
+        ev.uncertified = int(truth.uncertified_rows.sum())
+        differing = (repetitions_differing(out[0], out[0, :heads], tile) if ev.ok
+                     else torch.empty(0, dtype=torch.long))
+        per = max(1, WIDE_EVALUATE_ELEMENTS // max(1, heads * n_q * max(d, k.shape[2])))
+        within = torch.arange(heads, device=out.device)
+        for start in range(0, differing.numel(), per):
+            group = differing[start:start + per]
+            count = group.numel()
+            got = out[:, (group[:, None] * heads + within).reshape(-1)]
+            other = contracts.evaluate_attention(got, _repeated_attention_truth(truth, count), tol.repeat(1, count, 1, 1),
+                                                 masked_rows, v=v.repeat(1, count, 1, 1), hull_slack=slack)
+            if other.max_ratio > ev.max_ratio:
+                ev.errors, ev.tolerances = other.errors, other.tolerances
+            if not other.ok:
+                first_bad = other.violations[0]
+                j = int(group[(0 if first_bad.index is None else first_bad.index[1]) // heads])
+                # That repetition alone, so the message's indices are the block's.
+                alone = contracts.evaluate_attention(out[:, j * heads:(j + 1) * heads], truth, tol, masked_rows, v=v,
+                                                     hull_slack=slack)
+                bad = alone.violations[0] if alone.violations else first_bad
+                index = None if bad.index is None else (bad.index[0], j * heads + bad.index[1], *bad.index[2:])
+                first = j * heads * n_q * d
+                where = (f"repetition {j} of {tile} (heads {j * heads} to {(j + 1) * heads - 1}, output offsets from "
+                         f"{first}{', past 2**31' if first >= 2**31 else ''}) differs from the first, which passed; "
+                         "the indices before are the block's")
+                ev.violations.append(replace(bad, index=index, message=f"{bad.message}; {where} ({described})"))
+                break
+        return CaseOutcome(ev, secs, osecs, 0.0, int(truth.fallback_rows.sum()), None)
+
+
 def check_attention_input(
     target: Target, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, scale: float, causal: bool,
     mask: torch.Tensor | None, masked_rows: str = "either", timeout: float = DEFAULT_TIMEOUT_S,
-    compare_naive: bool = True, max_fallback_work: float | None = MAX_FALLBACK_WORK,
+    compare_naive: bool = True, max_fallback_work: float | None = MAX_FALLBACK_WORK, tile: int = 1,
 ) -> CaseOutcome:
-    """Run an attention target and evaluate its output."""
+    """Run an attention target and evaluate its output.  ``tile`` > 1: the target gets Q, K and
+    V (batch 1) with their heads repeated that many times (the wide-offsets probe)."""
+    if tile > 1:
+        return _check_wide_attention(target, q, k, v, tile, dict(scale=scale, causal=causal, mask=mask),
+                                     masked_rows, timeout, max_fallback_work)
     kwargs = dict(scale=scale, causal=causal, mask=mask)
     snapshot = StorageSnapshot({"q": q, "k": k, "v": v, "mask": mask})
     out, viol, secs = call_target(target.fn, (q, k, v), kwargs, timeout)

@@ -391,9 +391,7 @@ def wide_offsets_allowed(op: str, dtype: str, device: str) -> str:
     """Why the wide-offsets probe (2**31 elements and more, lengths.WIDE_OFFSET_ELEMENTS) is not
     for this cell, or "" where it is: a CUDA device only (4 to 8 GiB a tensor, and the checks
     that make it cheap run there: the oracle for one block, bit comparisons for the rest), and
-    not for float64 (16 GiB a tensor; those targets are the references).  Softmax only, so far."""
-    if op != "softmax":
-        return "softmax only so far"
+    not for float64 (16 GiB a tensor; those targets are the references)."""
     if not device.startswith("cuda"):
         return "CUDA devices only (a case holds 4 to 8 GiB a tensor)"
     if get_format(dtype).name == "float64":
@@ -420,7 +418,8 @@ def _strategy_args(target: Target, dtype: str, opts: CheckOptions, pairs: int | 
         caps = caps.with_(max_length=min(caps.max_length or prof.attention_probe_max_seq, prof.attention_probe_max_seq))
     return dict(dtypes=(dtype,), caps=caps, max_seq=prof.attention_max_seq, max_batch=prof.attention_max_batch,
                 max_heads=prof.attention_max_heads, head_dims=dims,
-                many_heads_pairs=pairs or prof.attention_many_heads_pairs, grid_pairs=grid, tiles_seq=tiles)
+                many_heads_pairs=pairs or prof.attention_many_heads_pairs, grid_pairs=grid, tiles_seq=tiles,
+                wide_offsets=wide)
 
 
 #: Per op: the strategy, and the function listing the probes its arguments allow.
@@ -471,7 +470,7 @@ def run_case(target: Target, case, opts: CheckOptions) -> engine.CaseOutcome:
                                           compare_naive=opts.compare_naive, tile=getattr(case.spec, "tile", 1))
     return engine.check_attention_input(target, built.q, built.k, built.v, scale=built.scale, causal=built.causal,
                                         mask=built.mask, masked_rows=opts.masked_rows, timeout=opts.timeout,
-                                        compare_naive=opts.compare_naive)
+                                        compare_naive=opts.compare_naive, tile=getattr(case.spec, "tile", 1))
 
 
 @contextmanager
@@ -509,8 +508,10 @@ def case_inputs_on(case, op: str, device: str) -> dict[str, Any]:
         # A wide-offsets case keeps its block and the repetitions (the whole is GiBs).
         tile = getattr(case.spec, "tile", 1)
         return {"x": built, "tile": tile} if tile > 1 else {"x": built}
-    return {"q": built.q, "k": built.k, "v": built.v, "mask": built.mask, "scale": built.scale,
-            "causal": built.causal}
+    inputs = {"q": built.q, "k": built.k, "v": built.v, "mask": built.mask, "scale": built.scale,
+              "causal": built.causal}
+    tile = getattr(case.spec, "tile", 1)
+    return {**inputs, "tile": tile} if tile > 1 else inputs
 
 
 def shape_signature(case) -> tuple:
@@ -750,8 +751,9 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
         state["wide_cases"] = cell.examples - state["wide_cases"]
         if case is None:
             return "wide-offsets: no case ran"
-        rows, n = case.spec.full_shape
-        return (f"wide-offsets: {state['wide_cases']} case(s), the last {rows} x {n} ({rows * n} elements), "
+        shape = case.spec.full_shape if target.op == "softmax" else case.spec.full_shapes["q"]
+        return (f"wide-offsets: {state['wide_cases']} case(s), the last {' x '.join(map(str, shape))} "
+                f"({math.prod(shape)} elements{'' if target.op == 'softmax' else ' in Q'}), "
                 f"in {time.perf_counter() - began:.2g} s")
 
     # Without probes: one run.  With them: PROBE_ROUND_AT of the examples (and of the budget),

@@ -67,7 +67,8 @@ _KEPT = ("out", "cond", "lse", "row_status", "expected_nonfinite", "expected_nan
          "fallback_rows", "uncertified_rows")
 
 
-def _merge(parts: list[oracle.AttentionTruth], dim: int) -> oracle.AttentionTruth:
+def merge(parts: list[oracle.AttentionTruth], dim: int) -> oracle.AttentionTruth:
+    """The truths of slices of one case, put together along ``dim`` (1: the heads)."""
     fields = {name: _cat([getattr(p, name) for p in parts], dim) for name in _KEPT}
     return oracle.AttentionTruth(**fields, input_has_nonfinite=any(p.input_has_nonfinite for p in parts),
                                  target=parts[0].target, visible=None, probs=None, shifted=None,
@@ -128,7 +129,7 @@ def attention_truth_and_tolerance(
         heads[-1].append((truth, tol))
 
     def along(items: list, dim: int):
-        return (_merge([t for t, _ in items], dim), torch.cat([x for _, x in items], dim))
+        return (merge([t for t, _ in items], dim), torch.cat([x for _, x in items], dim))
 
     per_batch = [along([along(rows, 2) for rows in heads], 1) for heads in by_batch]
     return along(per_batch, 0)
