@@ -158,12 +158,19 @@ def _wrapping_at_width(x: torch.Tensor) -> torch.Tensor:
     return _right(rows).reshape(x.shape)
 
 
+def _narrow(monkeypatch, strategy_module, width: int, **limits: int) -> None:
+    """The wide-offsets probes at ``width`` elements (``limits``: the module's size limits too),
+    allowed on the CPU."""
+    for module in (LENGTHS, strategy_module):
+        monkeypatch.setattr(module, "WIDE_OFFSET_ELEMENTS", width)
+    for name, value in limits.items():
+        monkeypatch.setattr(strategy_module, name, value)
+    monkeypatch.setattr(search, "wide_offsets_allowed", lambda op, dtype, device: "")
+
+
 @pytest.fixture
 def narrow_wide_offsets(monkeypatch):
-    monkeypatch.setattr(LENGTHS, "WIDE_OFFSET_ELEMENTS", WIDTH)
-    monkeypatch.setattr(SOFTMAX, "WIDE_OFFSET_ELEMENTS", WIDTH)
-    monkeypatch.setattr(SOFTMAX, "WIDE_MAX_LENGTH", 300)
-    monkeypatch.setattr(search, "wide_offsets_allowed", lambda op, dtype, device: "")
+    _narrow(monkeypatch, SOFTMAX, WIDTH, WIDE_MAX_LENGTH=300)
 
 
 def test_the_search_runs_the_probe_and_a_wrap_replays(narrow_wide_offsets, tmp_path) -> None:
@@ -247,10 +254,7 @@ def _q_wrapping_at_width(q, k, v, **kw):
 
 @pytest.fixture
 def narrow_attention_offsets(monkeypatch):
-    monkeypatch.setattr(LENGTHS, "WIDE_OFFSET_ELEMENTS", ATTENTION_WIDTH)
-    monkeypatch.setattr(ATTENTION, "WIDE_OFFSET_ELEMENTS", ATTENTION_WIDTH)
-    monkeypatch.setattr(ATTENTION, "WIDE_MAX_SEQ", 24)
-    monkeypatch.setattr(search, "wide_offsets_allowed", lambda op, dtype, device: "")
+    _narrow(monkeypatch, ATTENTION, ATTENTION_WIDTH, WIDE_MAX_SEQ=24)
 
 
 def test_the_attention_probe_catches_a_wrap_and_runs_in_a_search(narrow_attention_offsets, tmp_path) -> None:

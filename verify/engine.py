@@ -527,6 +527,16 @@ def repetitions_differing(whole: torch.Tensor, block: torch.Tensor, tile: int) -
     return torch.cat(found)
 
 
+def _in_repetition(bad: Violation, index: tuple[int, ...] | None, j: int, tile: int, span: str, first: int,
+                   described: str) -> Violation:
+    """``bad``, found in repetition ``j`` of a wide case's ``tile`` (``span``: its rows or heads,
+    whose output begins at element offset ``first``), indexed in the whole output and told so."""
+    where = (f"repetition {j} of {tile} ({span}, output offsets from {first}"
+             f"{', past 2**31' if first >= 2**31 else ''}) differs from the first, which passed; the indices "
+             "before are the block's")
+    return replace(bad, index=index, message=f"{bad.message}; {where} ({described})")
+
+
 def _repeated_truth(truth: oracle.SoftmaxTruth, times: int) -> oracle.SoftmaxTruth:
     """The truth of a 2-D block repeated ``times`` along the rows."""
     def rows(t: torch.Tensor) -> torch.Tensor:
@@ -588,11 +598,8 @@ def _check_wide_softmax(target: Target, x: torch.Tensor, tile: int, masked_rows:
                 alone = contracts.evaluate_softmax(x, out[j * rows:(j + 1) * rows], truth, tol, masked_rows)
                 bad = alone.violations[0] if alone.violations else first_bad
                 index = None if bad.index is None else (j * rows + bad.index[0], *bad.index[1:])
-                first = j * rows * n
-                where = (f"repetition {j} of {tile} (rows {j * rows} to {(j + 1) * rows - 1}, element offsets "
-                         f"from {first}{', past 2**31' if first >= 2**31 else ''}) differs from the first, "
-                         "which passed; the indices before are the block's")
-                ev.violations.append(replace(bad, index=index, message=f"{bad.message}; {where} ({described})"))
+                ev.violations.append(_in_repetition(bad, index, j, tile, f"rows {j * rows} to {(j + 1) * rows - 1}",
+                                                    j * rows * n, described))
                 break
         return CaseOutcome(ev, secs, osecs, 0.0, int(truth.fallback_rows.sum()), None)
 
@@ -720,11 +727,8 @@ def _check_wide_attention(target: Target, q: torch.Tensor, k: torch.Tensor, v: t
                                                      hull_slack=slack)
                 bad = alone.violations[0] if alone.violations else first_bad
                 index = None if bad.index is None else (bad.index[0], j * heads + bad.index[1], *bad.index[2:])
-                first = j * heads * n_q * d
-                where = (f"repetition {j} of {tile} (heads {j * heads} to {(j + 1) * heads - 1}, output offsets from "
-                         f"{first}{', past 2**31' if first >= 2**31 else ''}) differs from the first, which passed; "
-                         "the indices before are the block's")
-                ev.violations.append(replace(bad, index=index, message=f"{bad.message}; {where} ({described})"))
+                ev.violations.append(_in_repetition(bad, index, j, tile, f"heads {j * heads} to {(j + 1) * heads - 1}",
+                                                    j * heads * n_q * d, described))
                 break
         return CaseOutcome(ev, secs, osecs, 0.0, int(truth.fallback_rows.sum()), None)
 
