@@ -67,6 +67,7 @@ from strategies.lengths import (
     index_width_lengths,
     length_features,
     lengths,
+    off_powers_of_two,
     wide_repetitions,
 )
 from strategies.masks import MASK_KINDS, MaskSpec, keep_features, mask_specs
@@ -1347,10 +1348,7 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
             head_dim = max(dims)
         low = max(c.wide_seq[0], wide_min_seq(head_dim, c.wide_max_pairs))
         seq_q = seq_k = draw(lengths(low, max(low, c.wide_seq[1])))
-        if heads_kv * seq_k * head_dim & (heads_kv * seq_k * head_dim - 1) == 0 and heads_kv < 3:
-            # 2**k entries a block would line the repetitions up with every power-of-two wrap
-            # (offsets taken mod 2**31): a wrapped read would find the same numbers.
-            heads_kv = 3
+        heads_kv = off_powers_of_two(heads_kv, seq_k * head_dim)  # no block of 2**k entries
     if head_dim > WIDE_HEAD_DIM:
         # Rows this wide cost the oracle's exact fallback seconds each: keep the rest small.
         seq_q, seq_k = min(seq_q, WIDE_HEAD_MAX_SEQ), min(seq_k, WIDE_HEAD_MAX_SEQ)

@@ -311,3 +311,12 @@ def wide_repetitions(block_elements: int) -> int:
     if block_elements < 1:
         raise ValueError("block_elements must be >= 1")
     return WIDE_OFFSET_ELEMENTS // block_elements + 2
+
+
+def off_powers_of_two(count: int, entries_each: int) -> int:
+    """``count`` (of rows or heads, ``entries_each`` entries each), or 3 where ``count *
+    entries_each`` is a power of two (then 3 * 2**k).  A wide-offsets block of 2**k entries
+    would line its repetitions up with every power-of-two wrap (offsets taken mod 2**31, or
+    2**30 as byte offsets of 16-bit data): a wrapped read would find the same numbers."""
+    total = count * entries_each
+    return 3 if total & (total - 1) == 0 else count

@@ -55,6 +55,7 @@ from strategies.lengths import (
     grid_counts,
     index_width_length,
     index_width_lengths,
+    off_powers_of_two,
     wide_repetitions,
     length_features,
     lengths,
@@ -695,11 +696,7 @@ def _softmax_cases(draw: st.DrawFn, c: _SoftmaxConfig) -> SoftmaxCase:
             # Any length of the range (the offsets pass 2**31 whatever it is; a kernel's short-
             # and long-row paths both form them), a few rows, repeated past WIDE_OFFSET_ELEMENTS.
             length, rows = draw(lengths(*c.wide_range)), draw(st.integers(1, WIDE_BLOCK_ROWS))
-            if rows * length & (rows * length - 1) == 0:
-                # A block of 2**k entries would line its repetitions up with every power-of-two
-                # wrap (offsets taken mod 2**31, or 2**30 as byte offsets of 16-bit data): a
-                # wrapped read would find the same numbers.  Three rows make it 3 * 2**k.
-                rows = 3
+            rows = off_powers_of_two(rows, length)  # no block of 2**k entries
             batch, heads, tile = 0, 0, wide_repetitions(rows * length)
         elif wide:  # one long row: the cost stays that of an ordinary example
             length, rows, batch, heads = index_width_length(c.index_lengths, seed), 1, 0, 0

@@ -91,7 +91,7 @@ def test_gpu_attention_is_right_past_2_31_elements(name: str) -> None:
     target = get_target(name)
     opts = search.CheckOptions(device="cuda", profile=search.PROFILES["gpu"], compare_naive=False)
     for dtype in target.caps.dtypes:
-        if search.wide_offsets_allowed("attention", dtype, "cuda"):
+        if search.wide_offsets_allowed(dtype, "cuda"):
             continue  # float64
         strategy = search._strategy(target, dtype, opts, probe="wide-offsets")
         seen = []

@@ -537,6 +537,32 @@ def _in_repetition(bad: Violation, index: tuple[int, ...] | None, j: int, tile: 
     return replace(bad, index=index, message=f"{bad.message}; {where} ({described})")
 
 
+def _raise_if_out_of_memory(v: Violation | None, described: str) -> None:
+    """A wide case the target ran out of memory on is unaffordable, not violated."""
+    if v is not None and "OutOfMemoryError" in v.message.split(":")[0]:
+        raise WideCaseUnaffordable(f"the target ran out of memory on {described}: {v.message[:200]}")
+
+
+def _first_bad_repetition(ev: Evaluation, differing: torch.Tensor, per: int, unit: int, axis: int,
+                          batched: Callable[[torch.Tensor], Evaluation],
+                          alone: Callable[[int], Evaluation]) -> tuple[int, Violation] | None:
+    """The repetitions in ``differing`` evaluated ``per`` at a time (``batched(group)``: side by
+    side, ``unit`` rows or heads each along index ``axis``), their largest errors folded into
+    ``ev``; the first that violates, with its violation seen alone (``alone(j)``: the block's
+    indices), or None."""
+    for start in range(0, differing.numel(), per):
+        group = differing[start:start + per]
+        other = batched(group)
+        if other.max_ratio > ev.max_ratio:
+            ev.errors, ev.tolerances = other.errors, other.tolerances
+        if not other.ok:
+            first = other.violations[0]
+            j = int(group[(0 if first.index is None else first.index[axis]) // unit])
+            lone = alone(j)
+            return j, lone.violations[0] if lone.violations else first
+    return None
+
+
 def _repeated_truth(truth: oracle.SoftmaxTruth, times: int) -> oracle.SoftmaxTruth:
     """The truth of a 2-D block repeated ``times`` along the rows."""
     def rows(t: torch.Tensor) -> torch.Tensor:
@@ -561,8 +587,7 @@ def _check_wide_softmax(target: Target, x: torch.Tensor, tile: int, masked_rows:
     with wide_case_slot(x.device, x.numel() * tile * x.element_size()):
         whole = x.repeat(tile, 1)
         out, v, secs = call_target(target.fn, (whole,), {}, timeout)
-        if v is not None and "OutOfMemoryError" in v.message.split(":")[0]:
-            raise WideCaseUnaffordable(f"the target ran out of memory on the {described}: {v.message[:200]}")
+        _raise_if_out_of_memory(v, f"the {described}")
         if v is None:
             v = contracts.check_structure(out, whole.shape, whole.dtype, whole.device)
         if v is None:
@@ -580,27 +605,22 @@ def _check_wide_softmax(target: Target, x: torch.Tensor, tile: int, masked_rows:
         osecs = time.perf_counter() - t0
         ev = contracts.evaluate_softmax(x, out[:rows], truth, tol, masked_rows)
         differing = repetitions_differing(out, out[:rows], tile) if ev.ok else torch.empty(0, dtype=torch.long)
-        per = max(1, WIDE_EVALUATE_ELEMENTS // x.numel())
         within = torch.arange(rows, device=out.device)
-        for start in range(0, differing.numel(), per):
-            group = differing[start:start + per]
-            count = group.numel()
+
+        def batched(group: torch.Tensor) -> Evaluation:
             # The differing repetitions side by side, against the block's truth repeated as often.
-            got = out[(group[:, None] * rows + within).reshape(-1)]
-            other = contracts.evaluate_softmax(x.repeat(count, 1), got, _repeated_truth(truth, count),
-                                               tol.repeat(count, 1), masked_rows)
-            if other.max_ratio > ev.max_ratio:
-                ev.errors, ev.tolerances = other.errors, other.tolerances
-            if not other.ok:
-                first_bad = other.violations[0]
-                j = int(group[(0 if first_bad.index is None else first_bad.index[0]) // rows])
-                # That repetition alone, so the message's indices are the block's.
-                alone = contracts.evaluate_softmax(x, out[j * rows:(j + 1) * rows], truth, tol, masked_rows)
-                bad = alone.violations[0] if alone.violations else first_bad
-                index = None if bad.index is None else (j * rows + bad.index[0], *bad.index[1:])
-                ev.violations.append(_in_repetition(bad, index, j, tile, f"rows {j * rows} to {(j + 1) * rows - 1}",
-                                                    j * rows * n, described))
-                break
+            count = group.numel()
+            return contracts.evaluate_softmax(x.repeat(count, 1), out[(group[:, None] * rows + within).reshape(-1)],
+                                              _repeated_truth(truth, count), tol.repeat(count, 1), masked_rows)
+
+        found = _first_bad_repetition(
+            ev, differing, max(1, WIDE_EVALUATE_ELEMENTS // x.numel()), rows, 0, batched,
+            lambda j: contracts.evaluate_softmax(x, out[j * rows:(j + 1) * rows], truth, tol, masked_rows))
+        if found is not None:
+            j, bad = found
+            index = None if bad.index is None else (j * rows + bad.index[0], *bad.index[1:])
+            ev.violations.append(_in_repetition(bad, index, j, tile, f"rows {j * rows} to {(j + 1) * rows - 1}",
+                                                j * rows * n, described))
         return CaseOutcome(ev, secs, osecs, 0.0, int(truth.fallback_rows.sum()), None)
 
 
@@ -662,11 +682,6 @@ def _decoy_attention_answer(decoy: tuple[torch.Tensor, torch.Tensor, torch.Tenso
     return answer, None if visible is None else visible.any(-1)
 
 
-def _repeated_attention_truth(truth: oracle.AttentionTruth, times: int) -> oracle.AttentionTruth:
-    """The truth of a block of heads repeated ``times`` along the heads."""
-    return truth_chunks.merge([truth] * times, dim=1)
-
-
 def _check_wide_attention(target: Target, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, tile: int,
                           kwargs: dict[str, Any], masked_rows: str, timeout: float,
                           max_fallback_work: float | None) -> CaseOutcome:
@@ -683,8 +698,7 @@ def _check_wide_attention(target: Target, q: torch.Tensor, k: torch.Tensor, v: t
     with wide_case_slot(q.device, largest):
         whole = tuple(t.repeat(1, tile, 1, 1) for t in (q, k, v))
         out, viol, secs = call_target(target.fn, whole, kwargs, timeout)
-        if viol is not None and "OutOfMemoryError" in viol.message.split(":")[0]:
-            raise WideCaseUnaffordable(f"the target ran out of memory on {described}: {viol.message[:200]}")
+        _raise_if_out_of_memory(viol, described)
         if viol is None:
             viol = contracts.check_structure(out, whole[0].shape, q.dtype, q.device)
         if viol is None:
@@ -709,27 +723,25 @@ def _check_wide_attention(target: Target, q: torch.Tensor, k: torch.Tensor, v: t
         ev.uncertified = int(truth.uncertified_rows.sum())
         differing = (repetitions_differing(out[0], out[0, :heads], tile) if ev.ok
                      else torch.empty(0, dtype=torch.long))
-        per = max(1, WIDE_EVALUATE_ELEMENTS // max(1, heads * n_q * max(d, k.shape[2])))
         within = torch.arange(heads, device=out.device)
-        for start in range(0, differing.numel(), per):
-            group = differing[start:start + per]
+
+        def batched(group: torch.Tensor) -> Evaluation:
+            # The differing repetitions side by side, against the block's truth repeated along the heads.
             count = group.numel()
-            got = out[:, (group[:, None] * heads + within).reshape(-1)]
-            other = contracts.evaluate_attention(got, _repeated_attention_truth(truth, count), tol.repeat(1, count, 1, 1),
-                                                 masked_rows, v=v.repeat(1, count, 1, 1), hull_slack=slack)
-            if other.max_ratio > ev.max_ratio:
-                ev.errors, ev.tolerances = other.errors, other.tolerances
-            if not other.ok:
-                first_bad = other.violations[0]
-                j = int(group[(0 if first_bad.index is None else first_bad.index[1]) // heads])
-                # That repetition alone, so the message's indices are the block's.
-                alone = contracts.evaluate_attention(out[:, j * heads:(j + 1) * heads], truth, tol, masked_rows, v=v,
-                                                     hull_slack=slack)
-                bad = alone.violations[0] if alone.violations else first_bad
-                index = None if bad.index is None else (bad.index[0], j * heads + bad.index[1], *bad.index[2:])
-                ev.violations.append(_in_repetition(bad, index, j, tile, f"heads {j * heads} to {(j + 1) * heads - 1}",
-                                                    j * heads * n_q * d, described))
-                break
+            return contracts.evaluate_attention(out[:, (group[:, None] * heads + within).reshape(-1)],
+                                                truth_chunks.merge([truth] * count, dim=1),
+                                                tol.repeat(1, count, 1, 1), masked_rows,
+                                                v=v.repeat(1, count, 1, 1), hull_slack=slack)
+
+        found = _first_bad_repetition(
+            ev, differing, max(1, WIDE_EVALUATE_ELEMENTS // max(1, heads * n_q * max(d, k.shape[2]))), heads, 1,
+            batched, lambda j: contracts.evaluate_attention(out[:, j * heads:(j + 1) * heads], truth, tol, masked_rows,
+                                                            v=v, hull_slack=slack))
+        if found is not None:
+            j, bad = found
+            index = None if bad.index is None else (bad.index[0], j * heads + bad.index[1], *bad.index[2:])
+            ev.violations.append(_in_repetition(bad, index, j, tile, f"heads {j * heads} to {(j + 1) * heads - 1}",
+                                                j * heads * n_q * d, described))
         return CaseOutcome(ev, secs, osecs, 0.0, int(truth.fallback_rows.sum()), None)
 
 

@@ -387,7 +387,7 @@ def many_heads_pairs(floor: int, seconds: float, pairs_seen: int, budget_s: floa
     return max(floor, min(strategies.attention.MANY_HEADS_MAX_PAIRS, affordable))
 
 
-def wide_offsets_allowed(op: str, dtype: str, device: str) -> str:
+def wide_offsets_allowed(dtype: str, device: str) -> str:
     """Why the wide-offsets probe (2**31 elements and more, lengths.WIDE_OFFSET_ELEMENTS) is not
     for this cell, or "" where it is: a CUDA device only (4 to 8 GiB a tensor, and the checks
     that make it cheap run there: the oracle for one block, bit comparisons for the rest), and
@@ -505,11 +505,11 @@ def case_inputs_on(case, op: str, device: str) -> dict[str, Any]:
     """The case's tensors built on ``device`` (in their drawn layouts), as the target receives them."""
     built = case.build(device=device)
     if op == "softmax":
-        # A wide-offsets case keeps its block and the repetitions (the whole is GiBs).
-        tile = getattr(case.spec, "tile", 1)
-        return {"x": built, "tile": tile} if tile > 1 else {"x": built}
-    inputs = {"q": built.q, "k": built.k, "v": built.v, "mask": built.mask, "scale": built.scale,
-              "causal": built.causal}
+        inputs = {"x": built}
+    else:
+        inputs = {"q": built.q, "k": built.k, "v": built.v, "mask": built.mask, "scale": built.scale,
+                  "causal": built.causal}
+    # A wide-offsets case keeps its block and the repetitions (the whole is GiBs).
     tile = getattr(case.spec, "tile", 1)
     return {**inputs, "tile": tile} if tile > 1 else inputs
 
@@ -735,24 +735,23 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
 
     def wide_offsets() -> str:
         """The wide-offsets probe, where wide_offsets_allowed: what it tried, or why not."""
-        why = wide_offsets_allowed(target.op, fmt.name, opts.device)
+        why = wide_offsets_allowed(fmt.name, opts.device)
         if not why and "wide-offsets" not in _STRATEGIES[target.op][1](**_strategy_args(target, fmt.name, opts,
                                                                                         wide=True)):
-            why = "the target's max_length is too short"
+            why = "the target's lengths, head dims or pair limit allow no case"
         if why:
             return f"wide-offsets not tried: {why}"
-        state["last_case"], state["wide_cases"], began = None, cell.examples, time.perf_counter()
+        state["last_case"], examples_before, began = None, cell.examples, time.perf_counter()
         try:
             # Two cases: the simplest (rows of 16 entries, the most programs) and one drawn.
             search("wide-offsets", max(2, opts.probe_examples), opts.seed)
         except _WideSkipped as short:
             return f"wide-offsets not tried: {short}"
         case = state["last_case"]
-        state["wide_cases"] = cell.examples - state["wide_cases"]
         if case is None:
             return "wide-offsets: no case ran"
         shape = case.spec.full_shape if target.op == "softmax" else case.spec.full_shapes["q"]
-        return (f"wide-offsets: {state['wide_cases']} case(s), the last {' x '.join(map(str, shape))} "
+        return (f"wide-offsets: {cell.examples - examples_before} case(s), the last {' x '.join(map(str, shape))} "
                 f"({math.prod(shape)} elements{'' if target.op == 'softmax' else ' in Q'}), "
                 f"in {time.perf_counter() - began:.2g} s")
 
