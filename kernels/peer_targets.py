@@ -89,8 +89,10 @@ def _compiled_flex():
     return torch.compile(flex_attention, dynamic=False)
 
 
-def flex(q, k, v, *, scale: float, causal: bool = False, mask=None):
-    """FlexAttention (compiled) with a block mask built from causal and the boolean mask."""
+def flex(q, k, v, *, scale: float, causal: bool = False, mask=None, return_lse: bool = False):
+    """FlexAttention (compiled) with a block mask built from causal and the boolean mask;
+    ``return_lse``: (output, its log-sum-exp), the public ``return_lse`` of flex_attention
+    (natural log, pytorch PR #133159)."""
     from torch.nn.attention.flex_attention import create_block_mask
 
     B, Hq, Nq, _ = q.shape
@@ -108,7 +110,8 @@ def flex(q, k, v, *, scale: float, causal: bool = False, mask=None):
     block_mask = None
     if causal or mask is not None:
         block_mask = create_block_mask(mask_mod, B, Hq, Nq, Nk, device=q.device)
-    return _compiled_flex()(q, k, v, block_mask=block_mask, scale=scale, enable_gqa=q.shape[1] != k.shape[1])
+    return _compiled_flex()(q, k, v, block_mask=block_mask, scale=scale, enable_gqa=q.shape[1] != k.shape[1],
+                            return_lse=return_lse)
 
 
 CUDA = ("cuda",)
@@ -149,12 +152,13 @@ register(Target(
     "torch SDPA pinned to CUDNN_ATTENTION", _cuda_probe, kind="torch",
 ))
 register(Target(
-    "flex-attention", "attention", flex,
+    "flex-attention", "attention", functools.partial(flex, return_lse=True),
     Capabilities(dtypes=("float16", "bfloat16", "float32"), devices=CUDA, head_dim_min=16, head_dim_max=256,
-                 special_values=False, max_pairs=65535,
+                 special_values=False, max_pairs=65535, returns_lse=True,
                  notes=("torch.compile'd flex_attention; recompiles per shape",
                         "more than 65535 (batch, head) pairs: 'CUDA driver error: invalid argument' (torch 2.11, "
                         "measured on the H200, 2026-12-01)",
                         "takes dim-major Q, K and V (measured on the H200, 2026-12-01)")),
-    "torch FlexAttention, compiled, causal and masks as block masks", _cuda_probe, kind="torch",
+    "torch FlexAttention, compiled, causal and masks as block masks; its LSE (return_lse) checked too", _cuda_probe,
+    kind="torch",
 ))

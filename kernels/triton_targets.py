@@ -31,16 +31,18 @@ def _probe(device: str) -> str | None:
     return None
 
 
+# Our kernels return their log-sum-exp beside the output (``returns_lse``), so every check of
+# them checks the LSE too: the statistic a backward pass or a split-KV merge consumes.
 def _softmax(x, precise=True):
     from kernels.triton_softmax import softmax
 
-    return softmax(x, precise=precise)
+    return softmax(x, precise=precise, return_lse=True)
 
 
 def _attention(q, k, v, *, scale, causal=False, mask=None, allow_tf32=False):
     from kernels.triton_attention import attention
 
-    return attention(q, k, v, scale=scale, causal=causal, mask=mask, allow_tf32=allow_tf32)
+    return attention(q, k, v, scale=scale, causal=causal, mask=mask, allow_tf32=allow_tf32, return_lse=True)
 
 
 DEVICES = ("cpu", "cuda")
@@ -59,7 +61,8 @@ INTERPRETED_PRECISE_MAX_LENGTH = 16385
 
 register(Target(
     "triton-softmax", "softmax", _softmax,
-    Capabilities(dtypes=SOFTMAX_DTYPES, devices=DEVICES, max_length=INTERPRETED_PRECISE_MAX_LENGTH if INTERPRETER else 1 << 20,
+    Capabilities(dtypes=SOFTMAX_DTYPES, devices=DEVICES, returns_lse=True,
+                 max_length=INTERPRETED_PRECISE_MAX_LENGTH if INTERPRETER else 1 << 20,
                  notes=("the interpreter truncates float32 -> bfloat16: bfloat16 is checked on the GPU",
                         f"rows of at most {INTERPRETED_PRECISE_MAX_LENGTH} under the interpreter: 16-bit index "
                         "widths are checked by triton-softmax-fast here and on the GPU")
@@ -69,20 +72,20 @@ register(Target(
 ))
 register(Target(
     "triton-softmax-fast", "softmax", functools.partial(_softmax, precise=False),
-    Capabilities(dtypes=("float32",), devices=DEVICES, max_length=1 << 20),
+    Capabilities(dtypes=("float32",), devices=DEVICES, max_length=1 << 20, returns_lse=True),
     "our Triton streaming softmax, float32 fast path: hardware exp2, plain sum, reciprocal multiply",
     _probe, kind="triton",
 ))
 register(Target(
     "triton-attention", "attention", functools.partial(_attention, allow_tf32=False),
-    Capabilities(dtypes=ATTN_DTYPES, devices=DEVICES, head_dim_max=256,
+    Capabilities(dtypes=ATTN_DTYPES, devices=DEVICES, head_dim_max=256, returns_lse=True,
                  notes=INTERP_NOTE if INTERPRETER else ()),
     "our Triton FlashAttention forward (online softmax, float32 m/l/acc, P in the input dtype; IEEE fp32 dot)",
     _probe, kind="triton",
 ))
 register(Target(
     "triton-attention-tf32", "attention", functools.partial(_attention, allow_tf32=True),
-    Capabilities(dtypes=("float32",), devices=DEVICES, head_dim_max=256, dot_precision="tfloat32",
+    Capabilities(dtypes=("float32",), devices=DEVICES, head_dim_max=256, dot_precision="tfloat32", returns_lse=True,
                  notes=("held to the TF32 bound: Q K^T and P V operands rounded to 11 bits",)),
     "our Triton FlashAttention forward, float32 with TF32 tensor-core dots",
     _probe, kind="triton",

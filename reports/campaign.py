@@ -175,9 +175,9 @@ def merge_cells(a: CellResult, b: CellResult) -> CellResult:
     if measured_b:
         a.min_tolerance_seen = min(a.min_tolerance_seen, b.min_tolerance_seen) if measured_a else b.min_tolerance_seen
     for name in ("examples", "seconds", "target_seconds", "oracle_seconds", "flash_rule_over_2", "flushed",
-                 "ill_conditioned", "negative_zeros", "fallback_rows"):
+                 "ill_conditioned", "negative_zeros", "fallback_rows", "lse_rows"):
         setattr(a, name, getattr(a, name) + getattr(b, name))
-    for name in ("max_error", "max_tolerance_seen", "normwise_max", "flash_rule_max"):
+    for name in ("max_error", "max_tolerance_seen", "normwise_max", "flash_rule_max", "lse_max_error", "lse_max_ratio"):
         setattr(a, name, max(getattr(a, name), getattr(b, name)))
     if b.worst_artifact and b.max_ratio >= a.max_ratio:
         a.worst_case, a.worst_artifact = b.worst_case, b.worst_artifact

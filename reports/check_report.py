@@ -21,7 +21,9 @@ def cell_line(cell) -> str:
     return (f"  {cell.dtype:<9} {cell.status.upper():<8} {cell.examples} examples{cut}, "
             f"max {cell.max_error:.3g} {cell.error_unit} (p99 {s.p99:.3g}, median {s.median:.3g}), "
             f"{cell.max_ratio:.3g} of tolerance, flash rule {cell.flash_rule_max:.2f}x naive, "
-            f"{cell.seconds:.1f}s")
+            + (f"LSE max {cell.lse_max_error:.3g} u*max(1,|lse|) ({cell.lse_max_ratio:.3g} of tolerance, {cell.lse_rows} rows), "
+               if cell.lse_rows else "")
+            + f"{cell.seconds:.1f}s")
 
 
 def cell_to_dict(cell) -> dict[str, Any]:
@@ -42,6 +44,8 @@ def cell_to_dict(cell) -> dict[str, Any]:
         "artifact": cell.artifact, "worst_case": cell.worst_case, "worst_case_artifact": cell.worst_artifact,
         "cut_by_budget": cell.cut_by_budget, "grid_probe": cell.grid_probe, "tiles_probe": cell.tiles_probe,
         "wide_probe": cell.wide_probe,
+        "lse": ({"rows": cell.lse_rows, "max_error": cell.lse_max_error, "max_error_over_tolerance": cell.lse_max_ratio}
+                if cell.lse_rows else None),
     }
 
 

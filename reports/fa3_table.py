@@ -83,7 +83,7 @@ def run(targets: list, device: str, *, dtypes: tuple[str, ...] = ("float16", "bf
 
     Returns the ``fa3`` section of report.json (see reports/schema.json).
     """
-    from verify.engine import call_target
+    from verify.engine import call_target, output_only
 
     t_start = time.perf_counter()
     if setting is None:
@@ -124,7 +124,7 @@ def run(targets: list, device: str, *, dtypes: tuple[str, ...] = ("float16", "bf
         for target in attention:
             if not target.caps.supports_dtype(dtype):
                 continue
-            out, viol, secs = call_target(target.fn, (q, k, v), dict(scale=scale, causal=False, mask=None), timeout)
+            out, viol, secs = call_target(output_only(target), (q, k, v), dict(scale=scale, causal=False, mask=None), timeout)
             if viol is not None:
                 add(target.name, "target", target.name, None, secs, viol.message)
             else:

@@ -14,7 +14,7 @@ COLUMNS = [
     ("target", "target"), ("op", "op"), ("status", "status"), ("examples", "examples"), ("stop", "stop"),
     ("max_error", "max error"), ("p99_error", "p99 error"), ("median_error", "median error"),
     ("tolerance", "tolerance (min..max)"), ("ratio", "max error / tolerance"), ("flash_rule", "flash rule (x naive)"),
-    ("rtol", "rtol"), ("atol", "atol"),
+    ("lse", "LSE max error (/ tolerance)"), ("rtol", "rtol"), ("atol", "atol"),
 ]
 SPECIAL_COLUMNS = [("mask:fully-masked-row", "fully masked rows"), ("special:nan", "NaN inputs"),
                    ("special:+inf", "+inf inputs")]
@@ -43,7 +43,7 @@ def row_values(c: dict[str, Any]) -> dict[str, str]:
         blank = "—"
         return {"target": c["target"], "op": c["op"], "status": "unsupported", "examples": "0", "stop": blank,
                 "max_error": blank, "p99_error": blank, "median_error": blank, "tolerance": blank, "ratio": blank,
-                "flash_rule": blank, "rtol": blank, "atol": blank}
+                "flash_rule": blank, "lse": blank, "rtol": blank, "atol": blank}
     lo, hi = c["tolerance_range"]
     return {
         "target": c["target"], "op": c["op"],
@@ -52,7 +52,10 @@ def row_values(c: dict[str, Any]) -> dict[str, str]:
         "max_error": f"{num(c['max_error'])} {unit}", "p99_error": f"{num(c['p99_error'])} {unit}",
         "median_error": f"{num(c['median_error'])} {unit}",
         "tolerance": f"{num(lo)}..{num(hi)} {unit}", "ratio": num(c["max_error_over_tolerance"]),
-        "flash_rule": num(c["flash_rule_ratio_max"]), "rtol": num(rec.get("rtol")), "atol": num(rec.get("atol")),
+        "flash_rule": num(c["flash_rule_ratio_max"]),
+        "lse": (f"{num(c['lse']['max_error'])} u·max(1,|lse|) ({num(c['lse']['max_error_over_tolerance'])})" if c.get("lse")
+                else "—"),
+        "rtol": num(rec.get("rtol")), "atol": num(rec.get("atol")),
     }
 
 

@@ -20,7 +20,7 @@ from verify import metrics, oracle, search, tolerance
 from verify.contracts import evaluate_attention
 from verify.capabilities import Capabilities
 from verify.dtypes import get_format
-from verify.tolerance import ToleranceModel, lse_tolerance_ulps
+from verify.tolerance import ToleranceModel, lse_tolerance_units
 
 CORRECT = [
     "torch.softmax", "ref-online-softmax", "ref-two-pass-softmax", "control-streaming-softmax",
@@ -75,8 +75,8 @@ _LSE_CAPS = Capabilities(dtypes=("float16", "bfloat16", "float32"), special_valu
 
 def _lse_ratio(x: torch.Tensor, lse: torch.Tensor) -> float:
     truth = oracle.softmax_truth(x)
-    tol = lse_tolerance_ulps(x, truth, x.dtype, ToleranceModel.for_target(_LSE_CAPS, get_format(x.dtype).name))
-    err = metrics.ulp_error(lse, truth.lse, x.dtype)
+    tol = lse_tolerance_units(x, truth, x.dtype, ToleranceModel.for_target(_LSE_CAPS, get_format(x.dtype).name))
+    err = metrics.lse_error(lse, truth.lse, x.dtype)
     ok = (truth.row_status == oracle.ROW_FINITE) & torch.isfinite(err)
     return float((err[ok] / tol[ok]).max()) if ok.any() else 0.0
 

@@ -40,18 +40,21 @@ def test_slices_give_the_whole_calls_truth_and_tolerance(causal: bool, chunk: in
     q, k, v, mask = _case(7, batch=2, heads_q=4, heads_kv=2, nq=9, nk=13, d=8, dtype=torch.float16)
     fmt = get_format(torch.float16)
     model = tolerance.ToleranceModel.for_target(get_target("ref-naive-attention").caps, fmt.name)
-    kw = dict(scale=0.7, causal=causal, mask=mask, fmt=fmt, model=model, max_fallback_work=2e4)
-    whole, whole_tol = truth_chunks.attention_truth_and_tolerance(q, k, v, chunk_scores=None, **kw)
-    parts, parts_tol = truth_chunks.attention_truth_and_tolerance(q, k, v, chunk_scores=chunk, **kw)
+    kw = dict(scale=0.7, causal=causal, mask=mask, fmt=fmt, model=model, max_fallback_work=2e4,
+              lse_format=get_format(torch.float32))
+    whole, whole_tol, whole_lse_tol = truth_chunks.attention_truth_and_tolerance(q, k, v, chunk_scores=None, **kw)
+    parts, parts_tol, parts_lse_tol = truth_chunks.attention_truth_and_tolerance(q, k, v, chunk_scores=chunk, **kw)
     assert parts.probs is None and whole.probs is not None
     assert parts.input_has_nonfinite and parts.target == whole.target
-    for name in ("row_status", "expected_nonfinite", "expected_nan", "may_be_nonfinite", "fallback_rows",
+    for name in ("row_status", "expected_nonfinite", "expected_nan", "lse_expected_nan", "may_be_nonfinite", "fallback_rows",
                  "uncertified_rows", "cond"):
         _same(getattr(parts, name), getattr(whole, name), name)
     for name in ("out", "lse"):
         for part in ("hi", "lo", "bound"):
             _same(getattr(getattr(parts, name), part), getattr(getattr(whole, name), part), f"{name}.{part}")
     _same(parts_tol, whole_tol, "tolerance")
+    _same(parts_lse_tol, whole_lse_tol, "LSE tolerance")
+    assert whole.lse_expected_nan.any() and torch.isfinite(whole_lse_tol[whole.row_status == oracle.ROW_FINITE]).all()
     assert (whole.row_status == oracle.ROW_MASKED).any() and (whole.row_status == oracle.ROW_NONFINITE).any()
 
 
@@ -65,8 +68,8 @@ def test_the_fallback_cap_is_shared_across_slices_in_row_order(chunk: int) -> No
     fmt = get_format(torch.float32)
     model = tolerance.ToleranceModel.for_target(get_target("ref-naive-attention").caps, fmt.name)
     kw = dict(scale=0.7, causal=True, mask=mask, fmt=fmt, model=model, max_fallback_work=3 * truth_chunks._row_cost(13, 8))
-    whole, _ = truth_chunks.attention_truth_and_tolerance(q, k, v, chunk_scores=None, **kw)
-    parts, _ = truth_chunks.attention_truth_and_tolerance(q, k, v, chunk_scores=chunk, **kw)
+    whole, _, _ = truth_chunks.attention_truth_and_tolerance(q, k, v, chunk_scores=None, **kw)
+    parts, _, _ = truth_chunks.attention_truth_and_tolerance(q, k, v, chunk_scores=chunk, **kw)
     assert int(whole.fallback_rows.sum()) == 3 and int(whole.uncertified_rows.sum()) > 3
     _same(parts.fallback_rows, whole.fallback_rows, "fallback_rows")
     _same(parts.uncertified_rows, whole.uncertified_rows, "uncertified_rows")

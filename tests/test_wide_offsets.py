@@ -241,6 +241,27 @@ def test_every_head_repetition_is_checked() -> None:
     assert ev.violations[0].index[1] == 9
 
 
+def test_a_mask_expanded_over_the_heads_is_expanded_over_the_repeated_heads() -> None:
+    # The "expanded" mask layout is a (1, H, Nq, Nk) view with zero strides over the heads;
+    # repeated heads need it over H x tile heads, still one slab shared by all.
+    gen = torch.Generator().manual_seed(2)
+    q, k, v = (torch.randn(1, 2, 5, 8, generator=gen) for _ in range(3))
+    keep = torch.rand(5, 7, generator=gen) > 0.4
+    keep[:, 0] = True
+    mask = keep.expand(1, 2, 5, 7)
+    k, v = (torch.randn(1, 2, 7, 8, generator=gen) for _ in range(2))
+    seen = []
+
+    def right_and_shows_mask(q, k, v, **kw):
+        seen.append((tuple(kw["mask"].shape), kw["mask"].stride(1)))
+        return _right_attention(q, k, v, **kw)
+
+    ev = engine.check_attention_input(_attention_target(right_and_shows_mask), q, k, v, scale=0.3, causal=False,
+                                      mask=mask, tile=3).evaluation
+    assert ev.ok, ev.violations
+    assert seen[0] == ((1, 6, 5, 7), 0)
+
+
 ATTENTION_WIDTH = 2**20  # the patched wrap for attention: 4 MiB of float32 a tensor
 
 

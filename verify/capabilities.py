@@ -36,6 +36,10 @@ class Capabilities:
     # of, for a non-contiguous or offset layout to be generated; 1: any layout.  Contiguous
     # inputs are always generated (a kernel must accept those, whatever its vector width).
     layout_alignment: int = 1
+    # Returns ``(output, lse)``: ``lse`` the natural-log log-sum-exp of each row's (scaled,
+    # masked) scores, shape ``output.shape[:-1]``, a floating dtype, on the output's device;
+    # -inf for a row with nothing visible.  The contract then checks it too (``verify.contracts``).
+    returns_lse: bool = False
     # ---- attention only ---------------------------------------------------------------
     causal: bool = True
     bool_mask: bool = True

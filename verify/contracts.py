@@ -11,6 +11,14 @@ attention target ``fn(q, k, v, *, scale, causal, mask) -> o``: o has q's shape, 
     only an infinity reaches are not judged (+-inf scores are legitimately treated as masked
     or as NaN depending on evaluation order);
   * every other element finite and within tolerance.
+A target declaring ``returns_lse`` returns ``(output, lse)``; ``lse`` (shape ``output.shape[:-1]``,
+floating, natural log) is checked too:
+  * finite rows: finite and within ``verify.tolerance``'s LSE bound (``lse-accuracy``);
+  * rows with nothing visible: -inf, or NaN where the output row is NaN and the policy allows it
+    (``lse-masked-row``);
+  * rows a NaN reaches (softmax: the row holds one; attention: the query or a visible key): NaN;
+    a softmax row holding +inf and no NaN: NaN or +inf; attention rows only an infinity
+    reaches are not judged (``lse-nan-propagation``).
 Any deviation is a ``Violation``; ``verify.tolerance`` says what "within tolerance" means.
 """
 
@@ -26,13 +34,15 @@ from verify.dtypes import get_format
 from verify.oracle import ROW_FINITE, ROW_MASKED, ROW_NONFINITE, AttentionTruth, SoftmaxTruth
 
 MASKED_ROW_POLICIES = ("either", "nan", "zero")
+#: The LSE's error unit (``verify.metrics.lse_error``).
+LSE_UNIT = "u*max(1,|lse|)"
 
 
 @dataclass(frozen=True)
 class Violation:
     """One way a target broke its contract, with the element that shows it best."""
 
-    kind: str  # exception | hang | input-modified | output-overwritten | unwritten-output | stale-input | stream-order | shape | dtype | device | accuracy | range | masked-row | nan-propagation | leak
+    kind: str  # exception | hang | input-modified | output-overwritten | unwritten-output | stale-input | stream-order | shape | dtype | device | accuracy | range | masked-row | nan-propagation | leak | lse-structure | lse-accuracy | lse-masked-row | lse-nan-propagation
     message: str
     index: tuple[int, ...] | None = None
     got: float | None = None
@@ -67,6 +77,9 @@ class Evaluation:
     normwise: float = 0.0
     abs_max: float = 0.0
     rmse: float = 0.0
+    # the LSE's measured errors and tolerances (units of u * max(1, |LSE|)), finite rows; None: no LSE
+    lse_errors: torch.Tensor | None = None
+    lse_tolerances: torch.Tensor | None = None
 
     @property
     def ok(self) -> bool:
@@ -84,6 +97,13 @@ class Evaluation:
         if self.errors is None or self.errors.numel() == 0:
             return 0.0
         return float((self.errors / self.tolerances).max())
+
+    @property
+    def lse_max_ratio(self) -> float:
+        """max over rows of the LSE's error / tolerance (0 without an LSE or a measured row)."""
+        if self.lse_errors is None or self.lse_errors.numel() == 0:
+            return 0.0
+        return float((self.lse_errors / self.lse_tolerances).max())
 
 
 def check_structure(got: Any, shape: torch.Size, dtype: torch.dtype, device: torch.device) -> Violation | None:
@@ -274,3 +294,81 @@ def evaluate_attention(
         if viol:
             ev.violations.append(viol)
     return ev
+
+
+def split_lse(result: Any, out_shape: torch.Size, device: torch.device) -> tuple[Any, Any, Violation | None]:
+    """``(output, lse)`` of a target declaring ``returns_lse``, and a violation if the result is
+    not such a pair or the LSE's shape, dtype or device is wrong (the output is checked apart)."""
+    if not isinstance(result, (tuple, list)) or len(result) != 2:
+        got = f"a {type(result).__name__}" + (f" of {len(result)}" if isinstance(result, (tuple, list)) else "")
+        return result, None, Violation("lse-structure", f"the target declares returns_lse, so it must return "
+                                       f"(output, lse); got {got}")
+    out, lse = result
+    shape = tuple(out_shape[:-1])
+    if not isinstance(lse, torch.Tensor):
+        return out, lse, Violation("lse-structure", f"expected the LSE as a torch.Tensor of shape {shape}, got "
+                                   f"{type(lse).__name__}")
+    if tuple(lse.shape) != shape:
+        return out, lse, Violation("lse-structure", f"expected the LSE of shape {shape} (the output's without its "
+                                   f"last dim), got {tuple(lse.shape)}")
+    if not lse.is_floating_point():
+        return out, lse, Violation("lse-structure", f"expected a floating LSE, got {lse.dtype}")
+    if lse.device.type != torch.device(device).type:
+        return out, lse, Violation("lse-structure", f"expected the LSE on {device}, got {lse.device}")
+    return out, lse, None
+
+
+def evaluate_lse(
+    ev: Evaluation, lse: torch.Tensor, truth: SoftmaxTruth | AttentionTruth, tol_units: torch.Tensor,
+    out: torch.Tensor, *, want_nan: torch.Tensor, nan_or_inf: torch.Tensor, masked_rows: str = "either",
+) -> None:
+    """Check a target's LSE per row (see the module docstring) and record its errors in ``ev``.
+
+    ``want_nan`` / ``nan_or_inf``: rows (the LSE's shape) whose LSE must be NaN / NaN or +inf;
+    other non-finite rows are not judged.  ``tol_units`` is in units of u_T * max(1, |LSE|), T
+    the LSE's dtype (``metrics.lse_error``).
+    """
+    fmt = get_format(lse.dtype)
+    dev = truth.lse.hi.device
+    g = lse.detach().to(torch.float64).to(dev)
+    status = truth.row_status
+    finite_row = status == ROW_FINITE
+
+    def row(mask: torch.Tensor) -> tuple[int, ...]:
+        return tuple(int(i) for i in torch.nonzero(mask)[0])
+
+    nonfinite = finite_row & ~torch.isfinite(g)
+    if nonfinite.any():
+        at = row(nonfinite)
+        ev.violations.append(Violation("lse-accuracy", f"{int(nonfinite.sum())} row(s) with a finite log-sum-exp got a "
+                                       f"non-finite LSE; first at {at}: got {float(g[at])!r}, exact "
+                                       f"{float(truth.lse.hi[at])!r}", at, float(g[at]), float(truth.lse.hi[at])))
+    err = metrics.lse_error(lse, truth.lse, fmt)
+    measured = finite_row & torch.isfinite(err) & torch.isfinite(tol_units)
+    ratio = err / tol_units
+    bad = measured & (ratio > 1)
+    if bad.any():
+        v = _worst("lse-accuracy", bad, ratio, g, truth.lse.hi, err, tol_units, LSE_UNIT)
+        ev.violations.append(Violation(v.kind, f"LSE: {v.message}", v.index, v.got, v.expected, v.error,
+                                       v.tolerance, v.unit))
+    ev.lse_errors, ev.lse_tolerances = err[measured], tol_units[measured]
+
+    masked = status == ROW_MASKED
+    if masked.any():
+        out_nan = torch.isnan(out.detach().to(dev)).all(-1) if out.shape[-1] else torch.zeros_like(masked)
+        ok = (g == -float("inf")) | (torch.isnan(g) & out_nan & (masked_rows != "zero"))
+        wrong = masked & ~ok
+        if wrong.any():
+            at = row(wrong)
+            ev.violations.append(Violation(
+                "lse-masked-row", f"{int(wrong.sum())} row(s) with nothing visible; the log of an empty sum is -inf "
+                f"(NaN only beside a NaN output row, --masked-rows {masked_rows}); first at {at}: got {float(g[at])!r}",
+                at, float(g[at]), -float("inf")))
+    must_nan = (status == ROW_NONFINITE) & want_nan.to(dev) & ~torch.isnan(g)
+    may_inf = (status == ROW_NONFINITE) & nan_or_inf.to(dev) & ~want_nan.to(dev) & ~(torch.isnan(g) | (g == float("inf")))
+    for wrong, want in ((must_nan, "NaN"), (may_inf, "NaN or +inf")):
+        if wrong.any():
+            at = row(wrong)
+            ev.violations.append(Violation(
+                "lse-nan-propagation", f"{int(wrong.sum())} row(s) whose scores a NaN or +inf input reaches; the "
+                f"contract wants an LSE of {want}; first at {at}: got {float(g[at])!r}", at, float(g[at])))

@@ -120,6 +120,30 @@ def call_target(fn, args: tuple, kwargs: dict[str, Any], timeout: float) -> tupl
     return box["out"], None, box["seconds"]
 
 
+def call_split(target: Target, args: tuple, kwargs: dict[str, Any], timeout: float, out_shape: torch.Size,
+               device: torch.device) -> tuple[Any, torch.Tensor | None, Violation | None, float]:
+    """``call_target`` on ``target.fn``, its result split into (output, LSE) when the target
+    declares ``returns_lse`` (LSE None otherwise, or when the call or the split failed)."""
+    result, v, secs = call_target(target.fn, args, kwargs, timeout)
+    if v is not None or not target.caps.returns_lse:
+        return result, None, v, secs
+    out, lse, v = contracts.split_lse(result, out_shape, device)
+    return out, (None if v is not None else lse), v, secs
+
+
+def output_only(target: Target) -> Callable[..., Any]:
+    """``target.fn`` returning its output alone (the second calls of the reuse, unwritten-memory
+    and stream checks look at the output only)."""
+    if not target.caps.returns_lse:
+        return target.fn
+
+    def first(*args: Any, **kwargs: Any) -> Any:
+        result = target.fn(*args, **kwargs)
+        return result[0] if isinstance(result, (tuple, list)) and len(result) == 2 else result
+
+    return first
+
+
 def _storage_bytes(t: torch.Tensor) -> torch.Tensor:
     """The whole storage under ``t`` as uint8 (a view's gaps and offset included)."""
     return torch.empty(0, dtype=torch.uint8, device=t.device).set_(t.untyped_storage())
@@ -555,6 +579,8 @@ def _first_bad_repetition(ev: Evaluation, differing: torch.Tensor, per: int, uni
         other = batched(group)
         if other.max_ratio > ev.max_ratio:
             ev.errors, ev.tolerances = other.errors, other.tolerances
+        if other.lse_max_ratio > ev.lse_max_ratio:
+            ev.lse_errors, ev.lse_tolerances = other.lse_errors, other.lse_tolerances
         if not other.ok:
             first = other.violations[0]
             j = int(group[(0 if first.index is None else first.index[axis]) // unit])
@@ -575,18 +601,42 @@ def _repeated_truth(truth: oracle.SoftmaxTruth, times: int) -> oracle.SoftmaxTru
                                rows(truth.fallback_rows), truth.target)
 
 
+def _softmax_lse_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rows whose LSE must be NaN (a NaN in the row) and rows whose LSE may be NaN or +inf (a +inf)."""
+    return torch.isnan(x).any(-1), (x == math.inf).any(-1)
+
+
+def _judge_softmax(x: torch.Tensor, out: torch.Tensor, lse: torch.Tensor | None, truth: oracle.SoftmaxTruth,
+                   tol: torch.Tensor, lse_tol: torch.Tensor | None, masked_rows: str) -> Evaluation:
+    """The contract on a softmax output and, when there is one, its LSE."""
+    ev = contracts.evaluate_softmax(x, out, truth, tol, masked_rows)
+    if lse is not None:
+        want_nan, nan_or_inf = _softmax_lse_rows(x)
+        contracts.evaluate_lse(ev, lse, truth, lse_tol, out, want_nan=want_nan, nan_or_inf=nan_or_inf,
+                               masked_rows=masked_rows)
+    return ev
+
+
+def _softmax_tolerances(target: Target, x: torch.Tensor, truth: oracle.SoftmaxTruth,
+                        lse: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    fmt = get_format(x.dtype)
+    model = tolerance.ToleranceModel.for_target(target.caps, fmt.name)
+    tol = tolerance.softmax_tolerance_ulps(x, truth, fmt, model)
+    return tol, None if lse is None else tolerance.lse_tolerance_units(x, truth, get_format(lse.dtype), model)
+
+
 def _check_wide_softmax(target: Target, x: torch.Tensor, tile: int, masked_rows: str,
                         timeout: float) -> CaseOutcome:
     """The wide-offsets probe's check: the target gets ``x`` repeated ``tile`` times along the
-    rows (past 2**31 elements); every repetition of its output must equal the first bit for
-    bit or, where it does not (a kernel may round a row differently by where it lies), pass
-    the contract against the oracle's truth of its block.  The first repetition is checked
+    rows (past 2**31 elements); every repetition of its output (and LSE) must equal the first
+    bit for bit or, where it does not (a kernel may round a row differently by where it lies),
+    pass the contract against the oracle's truth of its block.  The first repetition is checked
     as any case is; the reuse, unwritten-memory and stream checks are for small cases."""
     rows, n = x.shape
     described = f"input {_describe_tensor(x)} repeated x{tile} along the rows, {rows * tile * n} elements"
     with wide_case_slot(x.device, x.numel() * tile * x.element_size()):
         whole = x.repeat(tile, 1)
-        out, v, secs = call_target(target.fn, (whole,), {}, timeout)
+        out, lse, v, secs = call_split(target, (whole,), {}, timeout, whole.shape, whole.device)
         _raise_if_out_of_memory(v, f"the {described}")
         if v is None:
             v = contracts.check_structure(out, whole.shape, whole.dtype, whole.device)
@@ -598,24 +648,28 @@ def _check_wide_softmax(target: Target, x: torch.Tensor, tile: int, masked_rows:
                               f"{(j + 1) * rows - 1} no longer hold what was passed")
         if v is not None:
             return CaseOutcome(Evaluation([Violation(v.kind, f"{v.message} ({described})")]), secs, 0.0, 0.0, 0)
-        fmt = get_format(x.dtype)
         t0 = time.perf_counter()
-        truth = oracle.softmax_truth(x, fmt)
-        tol = tolerance.softmax_tolerance_ulps(x, truth, fmt, tolerance.ToleranceModel.for_target(target.caps, fmt.name))
+        truth = oracle.softmax_truth(x, get_format(x.dtype))
+        tol, lse_tol = _softmax_tolerances(target, x, truth, lse)
         osecs = time.perf_counter() - t0
-        ev = contracts.evaluate_softmax(x, out[:rows], truth, tol, masked_rows)
-        differing = repetitions_differing(out, out[:rows], tile) if ev.ok else torch.empty(0, dtype=torch.long)
         within = torch.arange(rows, device=out.device)
 
-        def batched(group: torch.Tensor) -> Evaluation:
-            # The differing repetitions side by side, against the block's truth repeated as often.
-            count = group.numel()
-            return contracts.evaluate_softmax(x.repeat(count, 1), out[(group[:, None] * rows + within).reshape(-1)],
-                                              _repeated_truth(truth, count), tol.repeat(count, 1), masked_rows)
+        def judge(reps: torch.Tensor) -> Evaluation:
+            # Repetitions ``reps`` side by side, against the block's truth repeated as often.
+            count = reps.numel()
+            pick = (reps.to(out.device)[:, None] * rows + within).reshape(-1)
+            return _judge_softmax(x.repeat(count, 1), out[pick], None if lse is None else lse[pick],
+                                  _repeated_truth(truth, count), tol.repeat(count, 1),
+                                  None if lse_tol is None else lse_tol.repeat(count), masked_rows)
 
-        found = _first_bad_repetition(
-            ev, differing, max(1, WIDE_EVALUATE_ELEMENTS // x.numel()), rows, 0, batched,
-            lambda j: contracts.evaluate_softmax(x, out[j * rows:(j + 1) * rows], truth, tol, masked_rows))
+        ev = judge(torch.zeros(1, dtype=torch.long))
+        differing = torch.empty(0, dtype=torch.long, device=out.device)
+        if ev.ok:
+            differing = repetitions_differing(out, out[:rows], tile)
+            if lse is not None:
+                differing = torch.unique(torch.cat([differing, repetitions_differing(lse, lse[:rows], tile)]))
+        found = _first_bad_repetition(ev, differing, max(1, WIDE_EVALUATE_ELEMENTS // x.numel()), rows, 0, judge,
+                                      lambda j: judge(torch.tensor([j])))
         if found is not None:
             j, bad = found
             index = None if bad.index is None else (j * rows + bad.index[0], *bad.index[1:])
@@ -628,33 +682,33 @@ def check_softmax_input(
     target: Target, x: torch.Tensor, *, masked_rows: str = "either", timeout: float = DEFAULT_TIMEOUT_S,
     compare_naive: bool = True, tile: int = 1,
 ) -> CaseOutcome:
-    """Run a softmax target on x and evaluate its output.  ``tile`` > 1: the target gets x
-    (2-D) repeated that many times along the rows (the wide-offsets probe)."""
+    """Run a softmax target on x and evaluate its output (and LSE, for a target declaring
+    ``returns_lse``).  ``tile`` > 1: the target gets x (2-D) repeated that many times along
+    the rows (the wide-offsets probe)."""
     if tile > 1:
         return _check_wide_softmax(target, x, tile, masked_rows, timeout)
     snapshot = StorageSnapshot({"x": x})
-    out, v, secs = call_target(target.fn, (x,), {}, timeout)
+    out, lse, v, secs = call_split(target, (x,), {}, timeout, x.shape, x.device)
     if v is None:
         v = inputs_modified(snapshot) or contracts.check_structure(out, x.shape, x.dtype, x.device)
     decoy, decoy_out = None, None
     small = _small(x)
+    fn = output_only(target)
     if v is None and small:
         decoy = _ramp(x)
-        v, decoy_out = output_survives_next_call(target.fn, out, (decoy,), {}, timeout)
+        v, decoy_out = output_survives_next_call(fn, out, (decoy,), {}, timeout)
     if v is None and small and _wants_unwritten_check(out):
-        v = every_output_written(target.fn, out, (x,), {}, timeout)
+        v = every_output_written(fn, out, (x,), {}, timeout)
     if v is None and small and x.is_cuda:
-        v = stream_order_respected(target.fn, out, (x,), {}, secs, timeout)
+        v = stream_order_respected(fn, out, (x,), {}, secs, timeout)
     if v is not None:
         msg = f"{v.message} (input {_describe_tensor(x)})"
         return CaseOutcome(Evaluation([Violation(v.kind, msg)]), secs, 0.0, 0.0, 0)
-    fmt = get_format(x.dtype)
     t0 = time.perf_counter()
-    truth = oracle.softmax_truth(x, fmt)
+    truth = oracle.softmax_truth(x, get_format(x.dtype))
     osecs = time.perf_counter() - t0
-    model = tolerance.ToleranceModel.for_target(target.caps, fmt.name)
-    tol = tolerance.softmax_tolerance_ulps(x, truth, fmt, model)
-    ev = contracts.evaluate_softmax(x, out, truth, tol, masked_rows)
+    tol, lse_tol = _softmax_tolerances(target, x, truth, lse)
+    ev = _judge_softmax(x, out, lse, truth, tol, lse_tol, masked_rows)
     if ev.ok and decoy_out is not None:
         stale = decoy_is_answered(decoy_out, out, torch.softmax(decoy.double(), -1))
         if stale is not None:
@@ -682,14 +736,34 @@ def _decoy_attention_answer(decoy: tuple[torch.Tensor, torch.Tensor, torch.Tenso
     return answer, None if visible is None else visible.any(-1)
 
 
+def _judge_attention(out: torch.Tensor, lse: torch.Tensor | None, truth: oracle.AttentionTruth, tol: torch.Tensor,
+                     lse_tol: torch.Tensor | None, masked_rows: str, v: torch.Tensor, hull_slack: float) -> Evaluation:
+    """The contract on an attention output and, when there is one, its LSE."""
+    ev = contracts.evaluate_attention(out, truth, tol, masked_rows, v=v, hull_slack=hull_slack)
+    if lse is not None:
+        contracts.evaluate_lse(ev, lse, truth, lse_tol, out, want_nan=truth.lse_expected_nan,
+                               nan_or_inf=torch.zeros_like(truth.lse_expected_nan), masked_rows=masked_rows)
+    ev.uncertified = int(truth.uncertified_rows.sum())
+    return ev
+
+
+def _mask_for_heads(mask: torch.Tensor | None, heads: int) -> torch.Tensor | None:
+    """A mask shared by the heads (the wide-offsets probe's) for ``heads`` heads: unchanged
+    where it broadcasts over them; a 4-D mask laid out per head (the ``expanded`` layout, zero
+    strides over the heads) gets its first head's slab expanded to ``heads``, zero strides kept."""
+    if mask is None or mask.dim() < 4 or mask.shape[1] == 1:
+        return mask
+    return mask[:, :1].expand(mask.shape[0], heads, *mask.shape[2:])
+
+
 def _check_wide_attention(target: Target, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, tile: int,
                           kwargs: dict[str, Any], masked_rows: str, timeout: float,
                           max_fallback_work: float | None) -> CaseOutcome:
     """The wide-offsets probe's check for attention: the target gets Q, K and V (one batch
     entry) with their heads repeated ``tile`` times (each past 2**31 elements); every
-    repetition of the output's heads must equal the first bit for bit or, where it does not,
-    pass the contract against the oracle's truth of the block.  The mask, if any, is shared
-    by the heads.  The first repetition is checked as any case is."""
+    repetition of the output's heads (and the LSE's) must equal the first bit for bit or,
+    where it does not, pass the contract against the oracle's truth of the block.  The mask,
+    if any, is shared by the heads.  The first repetition is checked as any case is."""
     heads, n_q, d = q.shape[1:]
     described = (f"q {_describe_tensor(q)}, k {_describe_tensor(k)}, v {_describe_tensor(v)} with the heads repeated "
                  f"x{tile}, {q.numel() * tile} elements in Q, scale={kwargs['scale']:g}, causal={kwargs['causal']}, "
@@ -697,7 +771,8 @@ def _check_wide_attention(target: Target, q: torch.Tensor, k: torch.Tensor, v: t
     largest = max(t.numel() * t.element_size() for t in (q, k, v)) * tile
     with wide_case_slot(q.device, largest):
         whole = tuple(t.repeat(1, tile, 1, 1) for t in (q, k, v))
-        out, viol, secs = call_target(target.fn, whole, kwargs, timeout)
+        call_kwargs = dict(kwargs, mask=_mask_for_heads(kwargs["mask"], heads * tile))
+        out, lse, viol, secs = call_split(target, whole, call_kwargs, timeout, whole[0].shape, q.device)
         _raise_if_out_of_memory(viol, described)
         if viol is None:
             viol = contracts.check_structure(out, whole[0].shape, q.dtype, q.device)
@@ -715,28 +790,31 @@ def _check_wide_attention(target: Target, q: torch.Tensor, k: torch.Tensor, v: t
         fmt = get_format(q.dtype)
         t0 = time.perf_counter()
         model = tolerance.ToleranceModel.for_target(target.caps, fmt.name)
-        truth, tol = truth_chunks.attention_truth_and_tolerance(q, k, v, **kwargs, fmt=fmt, model=model,
-                                                                max_fallback_work=max_fallback_work)
+        truth, tol, lse_tol = truth_chunks.attention_truth_and_tolerance(
+            q, k, v, **kwargs, fmt=fmt, model=model, max_fallback_work=max_fallback_work,
+            lse_format=None if lse is None else get_format(lse.dtype))
         osecs = time.perf_counter() - t0
         slack = tolerance.hull_relative_slack(q.dtype, fmt, model)
-        ev = contracts.evaluate_attention(out[:, :heads], truth, tol, masked_rows, v=v, hull_slack=slack)
-        ev.uncertified = int(truth.uncertified_rows.sum())
-        differing = (repetitions_differing(out[0], out[0, :heads], tile) if ev.ok
-                     else torch.empty(0, dtype=torch.long))
         within = torch.arange(heads, device=out.device)
 
-        def batched(group: torch.Tensor) -> Evaluation:
-            # The differing repetitions side by side, against the block's truth repeated along the heads.
-            count = group.numel()
-            return contracts.evaluate_attention(out[:, (group[:, None] * heads + within).reshape(-1)],
-                                                truth_chunks.merge([truth] * count, dim=1),
-                                                tol.repeat(1, count, 1, 1), masked_rows,
-                                                v=v.repeat(1, count, 1, 1), hull_slack=slack)
+        def judge(reps: torch.Tensor) -> Evaluation:
+            # Repetitions ``reps`` side by side, against the block's truth repeated along the heads.
+            count = reps.numel()
+            pick = (reps.to(out.device)[:, None] * heads + within).reshape(-1)
+            return _judge_attention(out[:, pick], None if lse is None else lse[:, pick],
+                                    truth_chunks.merge([truth] * count, dim=1), tol.repeat(1, count, 1, 1),
+                                    None if lse_tol is None else lse_tol.repeat(1, count, 1), masked_rows,
+                                    v.repeat(1, count, 1, 1), slack)
 
+        ev = judge(torch.zeros(1, dtype=torch.long))
+        differing = torch.empty(0, dtype=torch.long, device=out.device)
+        if ev.ok:
+            differing = repetitions_differing(out[0], out[0, :heads], tile)
+            if lse is not None:
+                differing = torch.unique(torch.cat([differing, repetitions_differing(lse[0], lse[0, :heads], tile)]))
         found = _first_bad_repetition(
             ev, differing, max(1, WIDE_EVALUATE_ELEMENTS // max(1, heads * n_q * max(d, k.shape[2]))), heads, 1,
-            batched, lambda j: contracts.evaluate_attention(out[:, j * heads:(j + 1) * heads], truth, tol, masked_rows,
-                                                            v=v, hull_slack=slack))
+            judge, lambda j: judge(torch.tensor([j])))
         if found is not None:
             j, bad = found
             index = None if bad.index is None else (bad.index[0], j * heads + bad.index[1], *bad.index[2:])
@@ -750,26 +828,28 @@ def check_attention_input(
     mask: torch.Tensor | None, masked_rows: str = "either", timeout: float = DEFAULT_TIMEOUT_S,
     compare_naive: bool = True, max_fallback_work: float | None = MAX_FALLBACK_WORK, tile: int = 1,
 ) -> CaseOutcome:
-    """Run an attention target and evaluate its output.  ``tile`` > 1: the target gets Q, K and
-    V (batch 1) with their heads repeated that many times (the wide-offsets probe)."""
+    """Run an attention target and evaluate its output (and LSE, for a target declaring
+    ``returns_lse``).  ``tile`` > 1: the target gets Q, K and V (batch 1) with their heads
+    repeated that many times (the wide-offsets probe)."""
     if tile > 1:
         return _check_wide_attention(target, q, k, v, tile, dict(scale=scale, causal=causal, mask=mask),
                                      masked_rows, timeout, max_fallback_work)
     kwargs = dict(scale=scale, causal=causal, mask=mask)
     snapshot = StorageSnapshot({"q": q, "k": k, "v": v, "mask": mask})
-    out, viol, secs = call_target(target.fn, (q, k, v), kwargs, timeout)
+    out, lse, viol, secs = call_split(target, (q, k, v), kwargs, timeout, q.shape, q.device)
     if viol is None:
         viol = inputs_modified(snapshot) or contracts.check_structure(out, q.shape, q.dtype, q.device)
     decoy, decoy_out = None, None
     small = _small(q, k, v, mask)
+    fn = output_only(target)
     if viol is None and small:
         decoy = (torch.zeros(q.shape, dtype=q.dtype, device=q.device),
                  torch.zeros(k.shape, dtype=k.dtype, device=k.device), _ramp(v))
-        viol, decoy_out = output_survives_next_call(target.fn, out, decoy, kwargs, timeout)
+        viol, decoy_out = output_survives_next_call(fn, out, decoy, kwargs, timeout)
     if viol is None and small and _wants_unwritten_check(out):
-        viol = every_output_written(target.fn, out, (q, k, v), kwargs, timeout)
+        viol = every_output_written(fn, out, (q, k, v), kwargs, timeout)
     if viol is None and small and q.is_cuda:
-        viol = stream_order_respected(target.fn, out, (q, k, v), kwargs, secs, timeout)
+        viol = stream_order_respected(fn, out, (q, k, v), kwargs, secs, timeout)
     if viol is not None:
         msg = (f"{viol.message} (q {_describe_tensor(q)}, k {_describe_tensor(k)}, v {_describe_tensor(v)}, "
                f"scale={scale:g}, causal={causal}, mask={None if mask is None else tuple(mask.shape)})")
@@ -777,12 +857,11 @@ def check_attention_input(
     fmt = get_format(q.dtype)
     t0 = time.perf_counter()
     model = tolerance.ToleranceModel.for_target(target.caps, fmt.name)
-    truth, tol = truth_chunks.attention_truth_and_tolerance(q, k, v, scale=scale, causal=causal, mask=mask, fmt=fmt,
-                                                            model=model, max_fallback_work=max_fallback_work)
+    truth, tol, lse_tol = truth_chunks.attention_truth_and_tolerance(
+        q, k, v, scale=scale, causal=causal, mask=mask, fmt=fmt, model=model, max_fallback_work=max_fallback_work,
+        lse_format=None if lse is None else get_format(lse.dtype))
     osecs = time.perf_counter() - t0
-    ev = contracts.evaluate_attention(out, truth, tol, masked_rows, v=v,
-                                      hull_slack=tolerance.hull_relative_slack(q.dtype, fmt, model))
-    ev.uncertified = int(truth.uncertified_rows.sum())
+    ev = _judge_attention(out, lse, truth, tol, lse_tol, masked_rows, v, tolerance.hull_relative_slack(q.dtype, fmt, model))
     if ev.ok and decoy_out is not None:
         stale = decoy_is_answered(decoy_out, out, *_decoy_attention_answer(decoy, scale, causal, mask))
         if stale is not None:

@@ -281,9 +281,9 @@ def merge_cell(acc, new):
     if new.status == "unsupported":
         return acc
     for f in ("examples", "seconds", "target_seconds", "oracle_seconds", "flash_rule_over_2", "flushed",
-              "ill_conditioned", "uncertified_rows", "negative_zeros", "fallback_rows"):
+              "ill_conditioned", "uncertified_rows", "negative_zeros", "fallback_rows", "lse_rows"):
         setattr(acc, f, getattr(acc, f) + getattr(new, f))
-    for f in ("max_error", "max_tolerance_seen", "normwise_max", "flash_rule_max"):
+    for f in ("max_error", "max_tolerance_seen", "normwise_max", "flash_rule_max", "lse_max_error", "lse_max_ratio"):
         setattr(acc, f, max(getattr(acc, f), getattr(new, f)))
     if new.examples:
         acc.min_tolerance_seen = (new.min_tolerance_seen if acc.min_tolerance_seen == 0

@@ -65,6 +65,21 @@ def condition_error(got: torch.Tensor, truth: Certified, cond: torch.Tensor, fmt
     return torch.where(finite, err, torch.full_like(err, float("nan")))
 
 
+def lse_scale(exact_hi: torch.Tensor, fmt: str | FloatFormat) -> torch.Tensor:
+    """The LSE's error unit: u_T * max(1, |LSE|).  An LSE near 0 has no useful relative (or ULP)
+    error: its error is absolute, from the scores' and the sum's, and grows with |LSE| only
+    once the final additions round at that magnitude."""
+    return get_format(fmt).unit_roundoff * torch.clamp(exact_hi.abs(), min=1.0)
+
+
+def lse_error(got: torch.Tensor, truth: Certified, fmt: str | FloatFormat) -> torch.Tensor:
+    """|lse - exact| / (u_T * max(1, |exact|)); NaN where either side is not finite."""
+    err = abs_error(got, truth) / lse_scale(truth.hi, fmt)
+    g = got.detach().to(torch.float64).to(truth.hi.device)
+    finite = torch.isfinite(g) & torch.isfinite(truth.hi)
+    return torch.where(finite, err, torch.full_like(err, float("nan")))
+
+
 def relative_error(got: torch.Tensor, truth: Certified) -> torch.Tensor:
     """|got - exact| / |exact| (inf where exact is 0 and got is not, 0 where both are)."""
     err = abs_error(got, truth)

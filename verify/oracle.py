@@ -103,6 +103,9 @@ class AttentionTruth:
     row_status: torch.Tensor  # (B, Hq, Nq) int8
     expected_nonfinite: torch.Tensor  # (B, Hq, Nq, D) bool: NaN/inf inputs reach this element
     expected_nan: torch.Tensor  # (B, Hq, Nq, D) bool: a NaN input reaches it (the output must be NaN)
+    # (B, Hq, Nq) bool: a NaN reaches the row's scores (query or a visible key) and no infinity
+    # does: its log-sum-exp must be NaN (V does not enter the LSE)
+    lse_expected_nan: torch.Tensor
     # (B, Hq, Nq, D) bool: a NaN/inf sits in V only under zero weights (masked keys); IEEE gives
     # 0 * NaN = NaN, so a P V product may turn it non-finite: such an element may be NaN, or exact.
     may_be_nonfinite: torch.Tensor
@@ -350,6 +353,7 @@ def attention_truth(
     # legitimately, so what the NaN in that key's value does is undefined as well.
     row_inf = torch.isinf(q64).any(-1) | (vis & torch.isinf(k64).any(-1)[:, :, None, :]).any(-1)
     expected_nan &= ~row_inf[..., None]
+    lse_expected_nan = row_nan & ~row_inf & ~no_key
     v_col_bad = v_bad.any(-2)[:, :, None, :]  # (B,Hq,1,Dv)
     may_be_nonfinite = v_col_bad & ~expected_nonfinite & ~no_key[..., None]
 
@@ -406,6 +410,7 @@ def attention_truth(
         row_status=status,
         expected_nonfinite=expected_nonfinite,
         expected_nan=expected_nan,
+        lse_expected_nan=lse_expected_nan,
         may_be_nonfinite=may_be_nonfinite.expand_as(expected_nonfinite),
         input_has_nonfinite=bool(q_bad.any() or k_bad.any() or v_bad.any()),
         visible=vis,

@@ -197,6 +197,11 @@ class CellResult:
     uncertified_rows: int = 0
     negative_zeros: int = 0
     fallback_rows: int = 0
+    # the LSE of a target declaring returns_lse: finite rows measured, largest error (units of
+    # u * max(1, |LSE|), u the LSE format's unit roundoff) and error / tolerance
+    lse_rows: int = 0
+    lse_max_error: float = 0.0
+    lse_max_ratio: float = 0.0
     features: Counter = field(default_factory=Counter)
     violation: Violation | None = None
     counterexample: str | None = None  # description of the shrunk case
@@ -580,6 +585,10 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
         cell.flash_rule_over_2 += int(fr > 2)
         for f in case.features:
             cell.features[f] += 1
+        if ev.lse_errors is not None and ev.lse_errors.numel():
+            cell.lse_rows += ev.lse_errors.numel()
+            cell.lse_max_error = max(cell.lse_max_error, float(ev.lse_errors.max()))
+            cell.lse_max_ratio = max(cell.lse_max_ratio, ev.lse_max_ratio)
         if ev.errors is not None and ev.errors.numel():
             errs, tols = ev.errors.detach().cpu(), ev.tolerances.detach().cpu()
             cell.max_error = max(cell.max_error, float(errs.max()))

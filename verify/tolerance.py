@@ -41,6 +41,7 @@ from dataclasses import dataclass
 
 import torch
 
+from verify import metrics
 from verify.capabilities import Capabilities
 from verify.dtypes import FloatFormat, get_format
 from verify.oracle import AttentionTruth, SoftmaxTruth
@@ -131,10 +132,11 @@ def softmax_tolerance_ulps(
     return torch.where(finite_row.expand_as(tol), tol, torch.full_like(tol, float("nan")))
 
 
-def lse_tolerance_ulps(
+def lse_tolerance_units(
     x: torch.Tensor, truth: SoftmaxTruth, target: str | FloatFormat, model: ToleranceModel
 ) -> torch.Tensor:
-    """Per-row tolerance in ULPs of T for the log-sum-exp (NaN for non-finite rows)."""
+    """Per-row tolerance of the log-sum-exp in units of u_T * max(1, |LSE|) (``metrics.lse_error``;
+    T the LSE's format), NaN for non-finite rows."""
     fmt = get_format(target)
     c = model.compute
     u_c = c.unit_roundoff
@@ -145,7 +147,54 @@ def lse_tolerance_ulps(
     log_s = lse - m
     conv = u_c * m.abs() if _conversion(u_c, get_format(x.dtype), c) else 0.0
     err = eps_S + 2 * model.exp_ulps * u_c * log_s.abs() + 2 * u_c * m.abs() + u_c * lse.abs() + conv
-    tol = (model.safety * err + ulp(lse, fmt) / 2) / ulp(lse, fmt)
+    bound = torch.where(finite_row, truth.lse.bound, torch.zeros_like(m))  # the oracle's own uncertainty
+    tol = (model.safety * err + bound + ulp(lse, fmt) / 2) / metrics.lse_scale(lse, fmt)
+    return torch.where(finite_row, tol, torch.full_like(tol, float("nan")))
+
+
+def attention_lse_tolerance_units(
+    q_dtype: torch.dtype, truth: AttentionTruth, target: str | FloatFormat, model: ToleranceModel
+) -> torch.Tensor:
+    """Per-row tolerance of the attention log-sum-exp ``LSE_i = log sum_j exp(s_ij)`` over the
+    visible keys, in units of u_T * max(1, |LSE|) (``metrics.lse_error``; T the LSE's format);
+    NaN outside finite rows.
+
+    The LSE is 1-Lipschitz in the max norm of the scores: score errors delta_j move it by at
+    most max_j delta_j, and to first order by sum_j p_j delta_j.  With the notation above,
+      err = sum_j p_j (delta_j + u_c (2|d_j| + 2 k_exp)) + gamma_Nk + 2 u_c Nk
+            + 2 k_exp u_c |log S| + 2 u_c (|m| + |LSE|)
+      delta_j = |scale| sum_d |q_d k_jd| (2 u_dot_in + gamma_D + u_c)
+    (the shifted exponentials, their sum rescaled at every key block, the log, adding the max
+    back and a change of base).  Rows whose largest delta_j passes ILL_CONDITIONED_ARGUMENT_ERROR
+    take max_j delta_j, which holds at any size, in place of the first-order sum.
+    """
+    if truth.probs is None or truth.abs_scores is None or truth.shifted is None:
+        raise ValueError("the attention LSE tolerance needs the truth's per-score fields (a whole case or one slice)")
+    fmt = get_format(target)
+    fin = get_format(q_dtype)
+    c = model.compute
+    u_c = c.unit_roundoff
+    D = truth.out.hi.shape[-1]
+    Nk = truth.probs.shape[-1]
+    u_dot_in = model.dot.unit_roundoff if fin.precision > model.dot.precision else 0.0
+    p = truth.probs
+    finite_row = truth.row_status == 0
+    delta = truth.abs_scores * (2 * u_dot_in + _gamma(D, u_c) + u_c)
+    delta = torch.where(p > 0, delta, torch.zeros_like(delta))
+    absd = torch.where(torch.isfinite(truth.shifted), truth.shifted.abs(), torch.zeros_like(p))
+    weighted_delta = _weighted(p, delta).sum(-1)
+    exp_part = _weighted(p, u_c * (2 * absd + 2 * model.exp_ulps)).sum(-1)
+    largest = delta.amax(-1)
+    scores = torch.where(largest > ILL_CONDITIONED_ARGUMENT_ERROR, largest, weighted_delta)
+    lse = torch.where(finite_row, truth.lse.hi, torch.zeros_like(largest))
+    # the max score weighs 1/S: log S = -log(max_j p_j)
+    log_s = -torch.log(torch.where(finite_row, p.amax(-1), torch.ones_like(largest)))
+    m = lse - log_s
+    err = (scores + exp_part + _gamma(Nk, u_c) + 2 * u_c * Nk + 2 * model.exp_ulps * u_c * log_s.abs()
+           + 2 * u_c * (m.abs() + lse.abs()))
+    bound = torch.where(finite_row, truth.lse.bound, torch.zeros_like(lse))
+    tol = (model.safety * err + bound + ulp(lse, fmt) / 2) / metrics.lse_scale(lse, fmt)
+    tol = torch.where(torch.isfinite(tol), tol, torch.full_like(tol, float("inf")))
     return torch.where(finite_row, tol, torch.full_like(tol, float("nan")))
 
 

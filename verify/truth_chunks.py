@@ -63,7 +63,7 @@ def _cat(parts: list, dim: int):
     raise TypeError(type(first))
 
 
-_KEPT = ("out", "cond", "lse", "row_status", "expected_nonfinite", "expected_nan", "may_be_nonfinite",
+_KEPT = ("out", "cond", "lse", "row_status", "expected_nonfinite", "expected_nan", "lse_expected_nan", "may_be_nonfinite",
          "fallback_rows", "uncertified_rows")
 
 
@@ -78,9 +78,11 @@ def merge(parts: list[oracle.AttentionTruth], dim: int) -> oracle.AttentionTruth
 def attention_truth_and_tolerance(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, scale: float, causal: bool, mask: torch.Tensor | None,
     fmt: FloatFormat, model: tolerance.ToleranceModel, max_fallback_work: float | None,
-    chunk_scores: int | None = None,
-) -> tuple[oracle.AttentionTruth, torch.Tensor]:
-    """``oracle.attention_truth`` and ``tolerance.attention_tolerance_units`` of one case.
+    chunk_scores: int | None = None, lse_format: FloatFormat | None = None,
+) -> tuple[oracle.AttentionTruth, torch.Tensor, torch.Tensor | None]:
+    """``oracle.attention_truth``, ``tolerance.attention_tolerance_units`` and, with
+    ``lse_format`` (the format a target returns its LSE in), ``tolerance.attention_lse_tolerance_units``
+    of one case (else None).
 
     The exact (slow) fallback refines only undecided rows the tolerance will measure: a row
     that is ill-conditioned for the target's precision (infinite tolerance) is not measured,
@@ -105,7 +107,9 @@ def attention_truth_and_tolerance(
 
         truth = oracle.attention_truth(qs, ks, vs, scale=scale, causal=causal_s, mask=mask_s, target=fmt,
                                        max_fallback_work=cap, fallback_only=pick)
-        return truth, tolerance.attention_tolerance_units(qs, vs, truth, fmt, model)
+        lse_tol = (None if lse_format is None
+                   else tolerance.attention_lse_tolerance_units(qs.dtype, truth, lse_format, model))
+        return truth, tolerance.attention_tolerance_units(qs, vs, truth, fmt, model), lse_tol
 
     if whole:
         return one(q, k, v, causal, mask, max_fallback_work)
@@ -118,7 +122,7 @@ def attention_truth_and_tolerance(
         qs = q[b:b + 1, h0:h1, r0:r1]
         ks, vs = (t[b:b + 1, h0 // group:(h1 - 1) // group + 1] for t in (k, v))
         mask_s = None if vis is None else vis[b:b + 1, h0:h1, r0:r1]
-        truth, tol = one(qs, ks, vs, False, mask_s, cap)
+        truth, tol, lse_tol = one(qs, ks, vs, False, mask_s, cap)
         if cap is not None:
             cap = max(0.0, cap - int(truth.fallback_rows.sum()) * _row_cost(nk, d))
         if h0 == 0 and r0 == 0:
@@ -126,10 +130,11 @@ def attention_truth_and_tolerance(
         heads = by_batch[-1]
         if r0 == 0:
             heads.append([])
-        heads[-1].append((truth, tol))
+        heads[-1].append((truth, tol, lse_tol))
 
     def along(items: list, dim: int):
-        return (merge([t for t, _ in items], dim), torch.cat([x for _, x in items], dim))
+        return (merge([t for t, _, _ in items], dim), torch.cat([x for _, x, _ in items], dim),
+                None if lse_format is None else torch.cat([x for _, _, x in items], dim))
 
     per_batch = [along([along(rows, 2) for rows in heads], 1) for heads in by_batch]
     return along(per_batch, 0)
