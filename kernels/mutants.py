@@ -47,6 +47,11 @@ class Bug:
     fused_scale_shift: bool = False  # exp(fma(s, scale, -m)) with m = round(max(s) * scale)
     index_bits: int | None = None  # softmax column / attention key offsets held in a signed integer this wide
     store_dead_rows: bool = True  # write rows with nothing visible (False: left as torch.empty gave them)
+    # ---- the log-sum-exp, for the forms that return one --------------------------------------
+    lse_base_two: bool = False  # LSE in log2 units (the kernel's exp2 domain) instead of ln
+    lse_adds_max: bool = True  # LSE = m + log l (False: log l alone, the max never added back)
+    lse_dead_rows: float | None = None  # LSE of rows with nothing visible (None: -inf, the log of 0)
+    lse_scaled_max: bool = True  # attention: the max in scaled units (False: raw scores, scale folded into exp)
 
 
 def _wrapped(n: int, bits: int | None, device) -> Tensor | None:
@@ -81,13 +86,25 @@ def _live_rows_only(result: Tensor, dead: Tensor, bug: Bug) -> Tensor:
     return out
 
 
+def _lse(m: Tensor, l: Tensor, bug: Bug, raw_max_per_unit: float = 1.0) -> Tensor:
+    """log sum exp from the running statistics (m the row max, l the sum of exp(x - m)) in float32,
+    with the LSE switches of ``bug``; ``raw_max_per_unit`` turns m into raw score units."""
+    m_used = m if bug.lse_scaled_max else m * raw_max_per_unit
+    lse = (m_used if bug.lse_adds_max else torch.zeros_like(m)) + torch.log(l)
+    lse = torch.where(l == 0, torch.full_like(lse, -math.inf), lse)
+    if bug.lse_dead_rows is not None:
+        lse = torch.where(l == 0, torch.full_like(lse, bug.lse_dead_rows), lse)
+    return lse / math.log(2) if bug.lse_base_two else lse
+
+
 def _store(x: Tensor, bug: Bug) -> Tensor:
     """Round a running statistic to the dtype it is (wrongly) stored in between blocks."""
     return x if bug.stats_dtype is None else x.to(bug.stats_dtype).to(x.dtype)
 
 
-def _streaming_softmax(x: Tensor, bug: Bug, block: int = BLOCK) -> Tensor:
-    """Online softmax over blocks (running m, l), then a normalize pass; float32 statistics."""
+def _streaming_softmax(x: Tensor, bug: Bug, block: int = BLOCK, return_lse: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+    """Online softmax over blocks (running m, l), then a normalize pass; float32 statistics.
+    ``return_lse``: also the log-sum-exp of each row (float32; NaN for a row holding NaN or +inf)."""
     n = x.shape[-1]
     xs = x
     if bug.assume_contiguous and not x.is_contiguous():
@@ -124,7 +141,11 @@ def _streaming_softmax(x: Tensor, bug: Bug, block: int = BLOCK) -> Tensor:
         p = torch.where(bad_row, torch.full_like(p, math.nan), p)
     else:
         p = torch.nan_to_num(p, nan=0.0)
-    return _live_rows_only(_to_output(p, x.dtype, bug), l == 0, bug)
+    out = _live_rows_only(_to_output(p, x.dtype, bug), l == 0, bug)
+    if not return_lse:
+        return out
+    lse = torch.where(bad_row[..., 0], torch.full_like(m, math.nan), _lse(m, l, bug))
+    return out, lse.to(torch.float32)
 
 
 def _visible(nq: int, nk: int, causal: bool, mask: Tensor | None, bug: Bug, device) -> Tensor | None:
@@ -140,8 +161,10 @@ def _visible(nq: int, nk: int, causal: bool, mask: Tensor | None, bug: Bug, devi
 
 
 def _streaming_attention(q: Tensor, k: Tensor, v: Tensor, *, scale: float, causal: bool = False,
-                         mask: Tensor | None = None, bug: Bug = Bug(), block: int = BLOCK) -> Tensor:
-    """FlashAttention forward in torch: key blocks, running m / l / acc in float32."""
+                         mask: Tensor | None = None, bug: Bug = Bug(), block: int = BLOCK,
+                         return_lse: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+    """FlashAttention forward in torch: key blocks, running m / l / acc in float32.
+    ``return_lse``: also the log-sum-exp of each query row's scaled scores, (B, Hq, Nq) float32."""
     B, Hq, Nq, D = q.shape
     Hkv, Nk = k.shape[1], k.shape[2]
     group = Hq // Hkv
@@ -198,7 +221,10 @@ def _streaming_attention(q: Tensor, k: Tensor, v: Tensor, *, scale: float, causa
     out = acc / l[..., None]
     if bug.guard_inf:
         out = torch.where((l == 0)[..., None], torch.zeros_like(out), out)
-    return _live_rows_only(_to_output(out, q.dtype, bug), l == 0, bug)
+    out = _live_rows_only(_to_output(out, q.dtype, bug), l == 0, bug)
+    if not return_lse:
+        return out
+    return out, _lse(m, l, bug, 1.0 / s_scale if s_scale else 1.0).to(torch.float32)
 
 
 @dataclass(frozen=True)
@@ -213,13 +239,13 @@ class Mutant:
     form: str = "torch"
 
 
-def _softmax(bug: Bug) -> Callable[[Tensor], Tensor]:
-    return lambda x: _streaming_softmax(x, bug)
+def _softmax(bug: Bug, lse: bool = False) -> Callable[[Tensor], Tensor]:
+    return lambda x: _streaming_softmax(x, bug, return_lse=lse)
 
 
-def _attention(bug: Bug) -> Callable[..., Tensor]:
+def _attention(bug: Bug, lse: bool = False) -> Callable[..., Tensor]:
     return lambda q, k, v, *, scale, causal=False, mask=None: _streaming_attention(
-        q, k, v, scale=scale, causal=causal, mask=mask, bug=bug)
+        q, k, v, scale=scale, causal=causal, mask=mask, bug=bug, return_lse=lse)
 
 
 class FirstCallBuffers:
@@ -328,13 +354,31 @@ MUTANTS: list[Mutant] = [
            "key offsets kept in int16: past 32767 they wrap and read K and V rows before the head's",
            "16-bit index overflow", "https://github.com/facebookresearch/xformers/issues/719",
            _attention(Bug(index_bits=16)), Capabilities(dtypes=STD, devices=CPU)),
+    # ---- the log-sum-exp (targets returning (output, LSE)) ------------------------------------
+    Mutant("softmax-lse-base-2", "softmax", "LSE reported in log2 units (the kernel's exp2 domain), not ln",
+           "LSE scale or base", "https://github.com/lightseekorg/tokenspeed/pull/571",
+           _softmax(Bug(lse_base_two=True), lse=True), Capabilities(dtypes=STD, devices=CPU, returns_lse=True)),
+    Mutant("softmax-lse-max-not-added", "softmax", "LSE = log(l): the row max the sum was shifted by never added back",
+           "LSE scale or base", "https://github.com/pytorch/pytorch/issues/181645",
+           _softmax(Bug(lse_adds_max=False), lse=True), Capabilities(dtypes=STD, devices=CPU, returns_lse=True)),
+    Mutant("attention-lse-base-2", "attention", "LSE reported in log2 units (the kernel's exp2 domain), not ln",
+           "LSE scale or base", "https://github.com/lightseekorg/tokenspeed/pull/571",
+           _attention(Bug(lse_base_two=True), lse=True), Capabilities(dtypes=STD, devices=CPU, returns_lse=True)),
+    Mutant("attention-lse-raw-max", "attention",
+           "LSE adds back the max of the raw scores: the scale was folded into exp's argument, not into the max",
+           "LSE scale or base", "https://github.com/NVIDIA/Megatron-LM/pull/848",
+           _attention(Bug(lse_scaled_max=False), lse=True), Capabilities(dtypes=STD, devices=CPU, returns_lse=True)),
+    Mutant("attention-lse-dead-rows-zero", "attention",
+           "query rows that see no key get LSE 0: l guarded to 1 for the division and the guard reused for the LSE",
+           "empty-row LSE", "https://github.com/flashinfer-ai/flashinfer/pull/4401",
+           _attention(Bug(lse_dead_rows=0.0), lse=True), Capabilities(dtypes=STD, devices=CPU, returns_lse=True)),
 ]
 
 CONTROLS: list[Mutant] = [
-    Mutant("control-streaming-softmax", "softmax", "the mutants' softmax with no bug", "control", "",
-           _softmax(Bug()), Capabilities(dtypes=STD, devices=CPU)),
-    Mutant("control-streaming-attention", "attention", "the mutants' attention with no bug", "control", "",
-           _attention(Bug()), Capabilities(dtypes=STD, devices=CPU)),
+    Mutant("control-streaming-softmax", "softmax", "the mutants' softmax with no bug (and its LSE)", "control", "",
+           _softmax(Bug(), lse=True), Capabilities(dtypes=STD, devices=CPU, returns_lse=True)),
+    Mutant("control-streaming-attention", "attention", "the mutants' attention with no bug (and its LSE)", "control",
+           "", _attention(Bug(), lse=True), Capabilities(dtypes=STD, devices=CPU, returns_lse=True)),
 ]
 
 for _m in MUTANTS + CONTROLS:
