@@ -498,6 +498,27 @@ WIDE_COMPARE_ELEMENTS = 2**28
 WIDE_EVALUATE_ELEMENTS = 2**23
 
 
+#: How long a wide case waits for its memory to come free when the device has it in total but
+#: other processes hold it (pytest-xdist workers' cached blocks, freed as their tests end).
+WIDE_MEMORY_WAIT_S = 90.0
+
+
+def _wait_for_free_memory(device: torch.device, need: int, input_bytes: int) -> None:
+    """Return once ``need`` bytes are free on ``device``; raise WideCaseUnaffordable at once
+    where the device has not that much in total, or after WIDE_MEMORY_WAIT_S of waiting."""
+    torch.cuda.empty_cache()
+    deadline = time.monotonic() + WIDE_MEMORY_WAIT_S
+    while True:
+        free, total = torch.cuda.mem_get_info(device)
+        if free >= need:
+            return
+        if total < need or time.monotonic() >= deadline:
+            waited = "" if total < need else f" after {WIDE_MEMORY_WAIT_S:.0f} s of waiting"
+            raise WideCaseUnaffordable(f"{free / 2**30:.1f} GiB free on {device} ({total / 2**30:.0f} in all){waited}, "
+                                       f"a wide case of {input_bytes / 2**30:.1f} GiB needs {need / 2**30:.0f}")
+        time.sleep(1.0)
+
+
 @contextlib.contextmanager
 def wide_case_slot(device: torch.device, input_bytes: int) -> Iterator[None]:
     """Hold the device for one wide case: one at a time across processes (pytest-xdist workers
@@ -515,11 +536,7 @@ def wide_case_slot(device: torch.device, input_bytes: int) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             if device.type == "cuda":
-                free, _total = torch.cuda.mem_get_info(device)
-                need = WIDE_MEMORY_FACTOR * input_bytes
-                if free < need:
-                    raise WideCaseUnaffordable(f"{free / 2**30:.1f} GiB free on {device}, a wide case of "
-                                               f"{input_bytes / 2**30:.1f} GiB needs {need / 2**30:.0f}")
+                _wait_for_free_memory(device, WIDE_MEMORY_FACTOR * input_bytes, input_bytes)
             yield
         finally:
             if fcntl is not None:
