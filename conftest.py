@@ -26,6 +26,15 @@ _fuzz_gpu = xdist_worker_gpu(os.environ.get("PYTEST_XDIST_WORKER"), os.environ.g
 if _fuzz_gpu is not None:
     os.environ["CUDA_VISIBLE_DEVICES"] = _fuzz_gpu
 
+# pytest-xdist workers share the machine's cores, and each one's torch would otherwise start a
+# thread per core: -n 2 on 2 cores ran 4 threads, and tests/test_mutants.py took 70 s against
+# 54 s with one thread a worker (2026-12-03, the 2-core CPU machine).  Each worker gets its
+# share of the cores, before torch is imported (its thread pool reads OMP_NUM_THREADS then),
+# and subprocesses the tests start inherit it.  An explicit OMP_NUM_THREADS wins.
+_workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+if _workers and _workers.isdigit() and int(_workers) > 1:
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // int(_workers))))
+
 # The CPU tier runs our Triton kernels under the interpreter.  It must be set
 # before triton is first imported, which is why it lives at the very top.
 if os.environ.get("FLASHVERIFY_NO_INTERPRET") != "1":
