@@ -144,6 +144,25 @@ def test_an_empty_row_may_have_a_nan_lse_only_beside_a_nan_output_row() -> None:
     assert _kinds(_softmax_check(nan_lse_zero_row, _rows())) == {"lse-masked-row"}
 
 
+def test_an_empty_row_holds_the_lse_its_target_declares() -> None:
+    """-inf by default (the log of an empty sum); +inf where the target declares flash-attention's
+    convention (``Capabilities.empty_row_lse``); either way the other sign is a violation."""
+    def plus_inf(x: torch.Tensor):
+        out, lse = _softmax_and_lse(x)
+        return out, torch.where(lse == -math.inf, torch.full_like(lse, math.inf), lse)
+
+    x = _rows()
+    assert (x == -math.inf).all(-1).any()  # the rows hold an empty one
+    plus = Target("lse-test", "softmax", plus_inf, LSE_CAPS.with_(empty_row_lse="+inf"), "test target")
+    minus = Target("lse-test", "softmax", _softmax_and_lse, LSE_CAPS.with_(empty_row_lse="+inf"), "test target")
+    check = engine.check_softmax_input
+    assert check(plus, x, compare_naive=False).evaluation.ok
+    assert _kinds(check(minus, x, compare_naive=False).evaluation) == {"lse-masked-row"}
+    assert _kinds(_softmax_check(plus_inf, x)) == {"lse-masked-row"}
+    with pytest.raises(ValueError, match="empty_row_lse must be"):
+        LSE_CAPS.with_(empty_row_lse="inf")
+
+
 @pytest.mark.parametrize("result, message", [
     (lambda x: _softmax_and_lse(x)[0], "must return \\(output, lse\\)"),
     (lambda x: (*_softmax_and_lse(x), None), "must return \\(output, lse\\)"),

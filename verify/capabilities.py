@@ -40,6 +40,9 @@ class Capabilities:
     # masked) scores, shape ``output.shape[:-1]``, a floating dtype, on the output's device;
     # -inf for a row with nothing visible.  The contract then checks it too (``verify.contracts``).
     returns_lse: bool = False
+    # The LSE of a row with nothing visible: "-inf", the log of an empty sum, or "+inf", the
+    # flash-attention convention (its backward then computes exp(s - lse) = 0 for the row).
+    empty_row_lse: str = "-inf"
     # ---- attention only ---------------------------------------------------------------
     causal: bool = True
     bool_mask: bool = True
@@ -75,6 +78,8 @@ class Capabilities:
             raise ValueError("layout_alignment must be a power of two (bytes)")
         if not 1 <= self.head_dim_min <= self.head_dim_max:
             raise ValueError("need 1 <= head_dim_min <= head_dim_max")
+        if self.empty_row_lse not in ("-inf", "+inf"):
+            raise ValueError(f"empty_row_lse must be '-inf' or '+inf', not {self.empty_row_lse!r}")
         for name in ("max_batch", "max_heads", "max_pairs"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ValueError(f"{name} must be None or >= 1")

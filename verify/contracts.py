@@ -24,6 +24,8 @@ Any deviation is a ``Violation``; ``verify.tolerance`` says what "within toleran
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -321,12 +323,15 @@ def split_lse(result: Any, out_shape: torch.Size, device: torch.device) -> tuple
 def evaluate_lse(
     ev: Evaluation, lse: torch.Tensor, truth: SoftmaxTruth | AttentionTruth, tol_units: torch.Tensor,
     out: torch.Tensor, *, want_nan: torch.Tensor, nan_or_inf: torch.Tensor, masked_rows: str = "either",
+    empty_row_lse: float = -math.inf,
 ) -> None:
     """Check a target's LSE per row (see the module docstring) and record its errors in ``ev``.
 
     ``want_nan`` / ``nan_or_inf``: rows (the LSE's shape) whose LSE must be NaN / NaN or +inf;
     other non-finite rows are not judged.  ``tol_units`` is in units of u_T * max(1, |LSE|), T
-    the LSE's dtype (``metrics.lse_error``).
+    the LSE's dtype (``metrics.lse_error``).  ``empty_row_lse``: what a row with nothing visible
+    must hold, -inf (the log of an empty sum) or the +inf a target declares
+    (``Capabilities.empty_row_lse``).
     """
     fmt = get_format(lse.dtype)
     dev = truth.lse.hi.device
@@ -356,14 +361,15 @@ def evaluate_lse(
     masked = status == ROW_MASKED
     if masked.any():
         out_nan = torch.isnan(out.detach().to(dev)).all(-1) if out.shape[-1] else torch.zeros_like(masked)
-        ok = (g == -float("inf")) | (torch.isnan(g) & out_nan & (masked_rows != "zero"))
+        ok = (g == empty_row_lse) | (torch.isnan(g) & out_nan & (masked_rows != "zero"))
         wrong = masked & ~ok
         if wrong.any():
             at = row(wrong)
+            want = ("-inf, the log of an empty sum" if empty_row_lse < 0 else "+inf, as the target declares")
             ev.violations.append(Violation(
-                "lse-masked-row", f"{int(wrong.sum())} row(s) with nothing visible; the log of an empty sum is -inf "
+                "lse-masked-row", f"{int(wrong.sum())} row(s) with nothing visible; their LSE must be {want} "
                 f"(NaN only beside a NaN output row, --masked-rows {masked_rows}); first at {at}: got {float(g[at])!r}",
-                at, float(g[at]), -float("inf")))
+                at, float(g[at]), empty_row_lse))
     must_nan = (status == ROW_NONFINITE) & want_nan.to(dev) & ~torch.isnan(g)
     may_inf = (status == ROW_NONFINITE) & nan_or_inf.to(dev) & ~want_nan.to(dev) & ~(torch.isnan(g) | (g == float("inf")))
     for wrong, want in ((must_nan, "NaN"), (may_inf, "NaN or +inf")):

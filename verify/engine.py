@@ -624,13 +624,14 @@ def _softmax_lse_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def _judge_softmax(x: torch.Tensor, out: torch.Tensor, lse: torch.Tensor | None, truth: oracle.SoftmaxTruth,
-                   tol: torch.Tensor, lse_tol: torch.Tensor | None, masked_rows: str) -> Evaluation:
+                   tol: torch.Tensor, lse_tol: torch.Tensor | None, masked_rows: str,
+                   empty_row_lse: float = -math.inf) -> Evaluation:
     """The contract on a softmax output and, when there is one, its LSE."""
     ev = contracts.evaluate_softmax(x, out, truth, tol, masked_rows)
     if lse is not None:
         want_nan, nan_or_inf = _softmax_lse_rows(x)
         contracts.evaluate_lse(ev, lse, truth, lse_tol, out, want_nan=want_nan, nan_or_inf=nan_or_inf,
-                               masked_rows=masked_rows)
+                               masked_rows=masked_rows, empty_row_lse=empty_row_lse)
     return ev
 
 
@@ -677,7 +678,8 @@ def _check_wide_softmax(target: Target, x: torch.Tensor, tile: int, masked_rows:
             pick = (reps.to(out.device)[:, None] * rows + within).reshape(-1)
             return _judge_softmax(x.repeat(count, 1), out[pick], None if lse is None else lse[pick],
                                   _repeated_truth(truth, count), tol.repeat(count, 1),
-                                  None if lse_tol is None else lse_tol.repeat(count), masked_rows)
+                                  None if lse_tol is None else lse_tol.repeat(count), masked_rows,
+                                  float(target.caps.empty_row_lse))
 
         ev = judge(torch.zeros(1, dtype=torch.long))
         differing = torch.empty(0, dtype=torch.long, device=out.device)
@@ -725,7 +727,7 @@ def check_softmax_input(
     truth = oracle.softmax_truth(x, get_format(x.dtype))
     osecs = time.perf_counter() - t0
     tol, lse_tol = _softmax_tolerances(target, x, truth, lse)
-    ev = _judge_softmax(x, out, lse, truth, tol, lse_tol, masked_rows)
+    ev = _judge_softmax(x, out, lse, truth, tol, lse_tol, masked_rows, float(target.caps.empty_row_lse))
     if ev.ok and decoy_out is not None:
         stale = decoy_is_answered(decoy_out, out, torch.softmax(decoy.double(), -1))
         if stale is not None:
@@ -754,12 +756,14 @@ def _decoy_attention_answer(decoy: tuple[torch.Tensor, torch.Tensor, torch.Tenso
 
 
 def _judge_attention(out: torch.Tensor, lse: torch.Tensor | None, truth: oracle.AttentionTruth, tol: torch.Tensor,
-                     lse_tol: torch.Tensor | None, masked_rows: str, v: torch.Tensor, hull_slack: float) -> Evaluation:
+                     lse_tol: torch.Tensor | None, masked_rows: str, v: torch.Tensor, hull_slack: float,
+                     empty_row_lse: float = -math.inf) -> Evaluation:
     """The contract on an attention output and, when there is one, its LSE."""
     ev = contracts.evaluate_attention(out, truth, tol, masked_rows, v=v, hull_slack=hull_slack)
     if lse is not None:
         contracts.evaluate_lse(ev, lse, truth, lse_tol, out, want_nan=truth.lse_expected_nan,
-                               nan_or_inf=torch.zeros_like(truth.lse_expected_nan), masked_rows=masked_rows)
+                               nan_or_inf=torch.zeros_like(truth.lse_expected_nan), masked_rows=masked_rows,
+                               empty_row_lse=empty_row_lse)
     ev.uncertified = int(truth.uncertified_rows.sum())
     return ev
 
@@ -821,7 +825,7 @@ def _check_wide_attention(target: Target, q: torch.Tensor, k: torch.Tensor, v: t
             return _judge_attention(out[:, pick], None if lse is None else lse[:, pick],
                                     truth_chunks.merge([truth] * count, dim=1), tol.repeat(1, count, 1, 1),
                                     None if lse_tol is None else lse_tol.repeat(1, count, 1), masked_rows,
-                                    v.repeat(1, count, 1, 1), slack)
+                                    v.repeat(1, count, 1, 1), slack, float(target.caps.empty_row_lse))
 
         ev = judge(torch.zeros(1, dtype=torch.long))
         differing = torch.empty(0, dtype=torch.long, device=out.device)
@@ -878,7 +882,8 @@ def check_attention_input(
         q, k, v, scale=scale, causal=causal, mask=mask, fmt=fmt, model=model, max_fallback_work=max_fallback_work,
         lse_format=None if lse is None else get_format(lse.dtype))
     osecs = time.perf_counter() - t0
-    ev = _judge_attention(out, lse, truth, tol, lse_tol, masked_rows, v, tolerance.hull_relative_slack(q.dtype, fmt, model))
+    ev = _judge_attention(out, lse, truth, tol, lse_tol, masked_rows, v, tolerance.hull_relative_slack(q.dtype, fmt, model),
+                          float(target.caps.empty_row_lse))
     if ev.ok and decoy_out is not None:
         stale = decoy_is_answered(decoy_out, out, *_decoy_attention_answer(decoy, scale, causal, mask))
         if stale is not None:
