@@ -39,7 +39,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from kernels.registry import Target, register
+from kernels.registry import Target, get_target, register
 from verify.capabilities import Capabilities
 
 LOW = ("float16", "bfloat16")
@@ -162,3 +162,76 @@ register(Target(
     "torch FlexAttention, compiled, causal and masks as block masks; its LSE (return_lse) checked too", _cuda_probe,
     kind="torch",
 ))
+
+
+# ---- the SDPA backends' own log-sum-exp ------------------------------------------------
+# SDPA's public call returns the output alone, but each fused backend computes the LSE its
+# backward pass consumes, and context-parallel (ring) attention merges partial outputs with
+# it.  The private ops below are what SDPA calls once it has picked a backend; they return
+# the LSE beside the output, so the suite can hold it to the oracle as it does ours.
+
+
+def _bias_from_mask(mask: torch.Tensor, causal: bool, q: torch.Tensor, nk: int) -> torch.Tensor:
+    """The boolean mask (with the causal triangle folded in) as the additive bias the private
+    ops take: 0 where visible, -inf elsewhere, in Q's dtype, its broadcast shape kept and its
+    rows padded to 16 elements as SDPA pads them (the efficient kernel reads the bias 16
+    elements at a time), then expanded to (B, Hq, Nq, Nk)."""
+    if causal:
+        mask = mask & _causal_mask(q.shape[2], nk, q.device)
+    shape = (1,) * (4 - mask.dim()) + tuple(mask.shape)
+    padded = torch.zeros(*shape[:-1], -(-shape[-1] // 16) * 16, dtype=q.dtype, device=q.device)[..., :shape[-1]]
+    bias = padded.masked_fill_(~mask.reshape(shape), -torch.inf)
+    return bias.expand(q.shape[0], q.shape[1], q.shape[2], nk)
+
+
+def _pad_head_dim(t: torch.Tensor, multiple: int) -> torch.Tensor:
+    """``t`` with zero columns appended up to a multiple of ``multiple`` (zeros change no score
+    and no output column that is kept): SDPA's flash path pads the same way."""
+    extra = -t.shape[-1] % multiple
+    return t if extra == 0 else F.pad(t, (0, extra))
+
+
+def sdpa_op_with_lse(q, k, v, *, scale: float, causal: bool = False, mask=None, backend: str):
+    """(output, LSE) from SDPA's private per-backend op (``backend``: flash, efficient or cudnn),
+    with the suite's mask / causal / GQA conventions: K and V heads expanded for GQA; flash
+    takes no mask; flash and efficient get the head dim padded to a multiple of 8 (with the
+    scale given, zero columns change nothing); efficient and cuDNN take the mask as an
+    additive bias.  The LSE comes back as (B, Hq, Nq) float32 (efficient pads Nq to a
+    multiple of 32, cuDNN may add a trailing dim of 1: both cut away)."""
+    group = q.shape[1] // k.shape[1]
+    if group > 1:
+        k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+    nq, nk, d = q.shape[2], k.shape[2], q.shape[3]
+    ops = torch.ops.aten
+    if backend == "flash":
+        if mask is not None:
+            raise ValueError("the flash backend takes no mask")
+        qp, kp, vp = (_pad_head_dim(t, 8) for t in (q, k, v))
+        out, lse = ops._scaled_dot_product_flash_attention(qp, kp, vp, 0.0, causal, False, scale=scale)[:2]
+    else:
+        bias = None if mask is None else _bias_from_mask(mask, causal, q, nk)
+        is_causal = causal and mask is None
+        if backend == "efficient":
+            # Its op refuses rows that are not 16-byte aligned ("query is not correctly aligned
+            # (strideM)" for D = 13, H200, 2026-12-03), which public SDPA takes: padded as flash.
+            qp, kp, vp = (_pad_head_dim(t, 8) for t in (q, k, v))
+            out, lse = ops._scaled_dot_product_efficient_attention(qp, kp, vp, bias, True, 0.0, is_causal,
+                                                                   scale=scale)[:2]
+        elif backend == "cudnn":
+            out, lse = ops._scaled_dot_product_cudnn_attention(q, k, v, bias, True, 0.0, is_causal, False,
+                                                               scale=scale)[:2]
+        else:
+            raise ValueError(f"backend must be flash, efficient or cudnn, not {backend!r}")
+    out = out[..., :d]
+    if lse.dim() == 4 and lse.shape[-1] == 1:
+        lse = lse[..., 0]
+    return out, lse[..., :nq]
+
+
+for _public, _backend in (("sdpa-flash", "flash"), ("sdpa-efficient", "efficient"), ("sdpa-cudnn", "cudnn")):
+    _caps = get_target(_public).caps
+    register(Target(
+        f"{_public}-lse", "attention", functools.partial(sdpa_op_with_lse, backend=_backend),
+        _caps.with_(returns_lse=True, notes=(f"SDPA's private {_backend} op, which returns the LSE",) + _caps.notes),
+        f"torch SDPA's {_backend} backend through its private op, output and LSE", _cuda_probe, kind="torch",
+    ))

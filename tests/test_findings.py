@@ -422,3 +422,30 @@ def test_sdpa_flash_weights_do_not_sum_to_one_for_large_scores() -> None:
     assert weight_sum_error("MATH", x.k) <= 2.0**-10 and weight_sum_error("EFFICIENT_ATTENTION", x.k) <= 2.0**-10
     centred = x.k - x.k.double().mean(-2, keepdim=True).to(x.k.dtype)
     assert weight_sum_error("FLASH_ATTENTION", centred) <= 2.0**-10
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_sdpa_efficient_gives_an_lse_of_0_for_a_query_row_with_no_visible_key(dtype: torch.dtype) -> None:
+    """Found by ``verify check --op attention --target sdpa-efficient-lse --device cuda`` on the
+    H200 (2026-12-03, torch 2.11), shrunk to Nq = Nk = 1 with the one key masked: the efficient
+    backend's private op returns an output row of 0 (right) and a log-sum-exp of 0, where the
+    log of an empty sum is -inf; cuDNN returns -inf.  Its own backward is unharmed (exp(-inf - 0)
+    is 0), but a split-KV or ring-attention merge weighs each partial output by exp(lse): an
+    empty partial with lse = 0 takes weight from the partials that saw keys.  On the other
+    rows both LSEs are natural logs, within 1e-5 of float64's."""
+    from kernels.peer_targets import sdpa_op_with_lse
+
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 16, 64, generator=gen).to("cuda", dtype) for _ in range(3))
+    mask = torch.ones(16, 16, dtype=torch.bool, device="cuda")
+    mask[1] = False
+    scores = (q.double() @ k.double().transpose(-1, -2) * 0.125).masked_fill(~mask, -math.inf)
+    exact = torch.logsumexp(scores, -1)
+    others = torch.arange(16) != 1
+    out, lse = sdpa_op_with_lse(q, k, v, scale=0.125, mask=mask, backend="efficient")
+    assert bool((out[:, :, 1] == 0).all()) and bool((lse[:, :, 1] == 0).all())
+    assert torch.allclose(lse[:, :, others].double(), exact[:, :, others], rtol=1e-5, atol=1e-5)
+    _, lse_cudnn = sdpa_op_with_lse(q, k, v, scale=0.125, mask=mask, backend="cudnn")
+    assert bool((lse_cudnn[:, :, 1] == -math.inf).all())
+    assert torch.allclose(lse_cudnn[:, :, others].double(), exact[:, :, others], rtol=1e-5, atol=1e-5)
