@@ -168,6 +168,8 @@ def test_an_empty_row_holds_the_lse_its_target_declares() -> None:
     (lambda x: (*_softmax_and_lse(x), None), "must return \\(output, lse\\)"),
     (lambda x: (_softmax_and_lse(x)[0], _softmax_and_lse(x)[1][:-1]), "shape"),
     (lambda x: (_softmax_and_lse(x)[0], _softmax_and_lse(x)[1].int()), "floating"),
+    (lambda x: (_softmax_and_lse(x)[0], _softmax_and_lse(x)[1].bfloat16()), "float32 or wider"),
+    (lambda x: (_softmax_and_lse(x)[0], _softmax_and_lse(x)[1].half()), "float32 or wider"),
     (lambda x: (_softmax_and_lse(x)[0], 1.0), "torch.Tensor"),
 ])
 def test_an_lse_of_the_wrong_structure_is_a_violation(result, message: str) -> None:

@@ -37,7 +37,7 @@ class Capabilities:
     # inputs are always generated (a kernel must accept those, whatever its vector width).
     layout_alignment: int = 1
     # Returns ``(output, lse)``: ``lse`` the natural-log log-sum-exp of each row's (scaled,
-    # masked) scores, shape ``output.shape[:-1]``, a floating dtype, on the output's device;
+    # masked) scores, shape ``output.shape[:-1]``, float32 or wider, on the output's device;
     # -inf for a row with nothing visible.  The contract then checks it too (``verify.contracts``).
     returns_lse: bool = False
     # The LSE of a row with nothing visible: "-inf", the log of an empty sum, or "+inf", the

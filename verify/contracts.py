@@ -315,6 +315,11 @@ def split_lse(result: Any, out_shape: torch.Size, device: torch.device) -> tuple
                                    f"last dim), got {tuple(lse.shape)}")
     if not lse.is_floating_point():
         return out, lse, Violation("lse-structure", f"expected a floating LSE, got {lse.dtype}")
+    if torch.finfo(lse.dtype).eps > torch.finfo(torch.float32).eps:
+        # A bfloat16 LSE is off by up to 2^-8 |lse|, 2^-5 near 8: exp(lse), the weight a merge
+        # of partial outputs gives this one, moves by 3%.
+        return out, lse, Violation("lse-structure", f"expected the LSE in float32 or wider (the statistics it "
+                                   f"comes from are), got {lse.dtype}: store it in float32")
     if lse.device.type != torch.device(device).type:
         return out, lse, Violation("lse-structure", f"expected the LSE on {device}, got {lse.device}")
     return out, lse, None
