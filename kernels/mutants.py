@@ -52,6 +52,7 @@ class Bug:
     lse_adds_max: bool = True  # LSE = m + log l (False: log l alone, the max never added back)
     lse_dead_rows: float | None = None  # LSE of rows with nothing visible (None: -inf, the log of 0)
     lse_scaled_max: bool = True  # attention: the max in scaled units (False: raw scores, scale folded into exp)
+    lse_in_input_dtype: bool = False  # attention: the LSE stored in Q's dtype instead of float32
 
 
 def _wrapped(n: int, bits: int | None, device) -> Tensor | None:
@@ -224,7 +225,8 @@ def _streaming_attention(q: Tensor, k: Tensor, v: Tensor, *, scale: float, causa
     out = _live_rows_only(_to_output(out, q.dtype, bug), l == 0, bug)
     if not return_lse:
         return out
-    return out, _lse(m, l, bug, 1.0 / s_scale if s_scale else 1.0).to(torch.float32)
+    lse = _lse(m, l, bug, 1.0 / s_scale if s_scale else 1.0)
+    return out, lse.to(q.dtype if bug.lse_in_input_dtype else torch.float32)
 
 
 @dataclass(frozen=True)
@@ -372,6 +374,11 @@ MUTANTS: list[Mutant] = [
            "query rows that see no key get LSE 0: l guarded to 1 for the division and the guard reused for the LSE",
            "empty-row LSE", "https://github.com/flashinfer-ai/flashinfer/pull/4401",
            _attention(Bug(lse_dead_rows=0.0), lse=True), Capabilities(dtypes=STD, devices=CPU, returns_lse=True)),
+    Mutant("attention-lse-input-dtype", "attention",
+           "LSE stored in the input's dtype (one buffer dtype for both outputs): a bfloat16 LSE is off by up to "
+           "2^-8 |lse|; flash-attention keeps the LSE its backward reads in fp32",
+           "LSE precision", "https://github.com/Dao-AILab/flash-attention/pull/2721",
+           _attention(Bug(lse_in_input_dtype=True), lse=True), Capabilities(dtypes=STD, devices=CPU, returns_lse=True)),
 ]
 
 CONTROLS: list[Mutant] = [
