@@ -202,26 +202,24 @@ def sdpa_op_with_lse(q, k, v, *, scale: float, causal: bool = False, mask=None, 
     if group > 1:
         k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
     nq, nk, d = q.shape[2], k.shape[2], q.shape[3]
+    if backend not in ("flash", "efficient", "cudnn"):
+        raise ValueError(f"backend must be flash, efficient or cudnn, not {backend!r}")
+    if backend == "flash" and mask is not None:
+        raise ValueError("the flash backend takes no mask")
+    if backend != "cudnn":
+        # The efficient op also refuses rows that are not 16-byte aligned ("query is not correctly
+        # aligned (strideM)" for D = 13, H200, 2026-12-03), which public SDPA takes.
+        q, k, v = (_pad_head_dim(t, 8) for t in (q, k, v))
+    bias = None if mask is None else _bias_from_mask(mask, causal, q, nk)
+    is_causal = causal and mask is None
     ops = torch.ops.aten
     if backend == "flash":
-        if mask is not None:
-            raise ValueError("the flash backend takes no mask")
-        qp, kp, vp = (_pad_head_dim(t, 8) for t in (q, k, v))
-        out, lse = ops._scaled_dot_product_flash_attention(qp, kp, vp, 0.0, causal, False, scale=scale)[:2]
+        out, lse = ops._scaled_dot_product_flash_attention(q, k, v, 0.0, causal, False, scale=scale)[:2]
+    elif backend == "efficient":
+        out, lse = ops._scaled_dot_product_efficient_attention(q, k, v, bias, True, 0.0, is_causal, scale=scale)[:2]
     else:
-        bias = None if mask is None else _bias_from_mask(mask, causal, q, nk)
-        is_causal = causal and mask is None
-        if backend == "efficient":
-            # Its op refuses rows that are not 16-byte aligned ("query is not correctly aligned
-            # (strideM)" for D = 13, H200, 2026-12-03), which public SDPA takes: padded as flash.
-            qp, kp, vp = (_pad_head_dim(t, 8) for t in (q, k, v))
-            out, lse = ops._scaled_dot_product_efficient_attention(qp, kp, vp, bias, True, 0.0, is_causal,
-                                                                   scale=scale)[:2]
-        elif backend == "cudnn":
-            out, lse = ops._scaled_dot_product_cudnn_attention(q, k, v, bias, True, 0.0, is_causal, False,
-                                                               scale=scale)[:2]
-        else:
-            raise ValueError(f"backend must be flash, efficient or cudnn, not {backend!r}")
+        out, lse = ops._scaled_dot_product_cudnn_attention(q, k, v, bias, True, 0.0, is_causal, False,
+                                                           scale=scale)[:2]
     out = out[..., :d]
     if lse.dim() == 4 and lse.shape[-1] == 1:
         lse = lse[..., 0]

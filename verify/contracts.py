@@ -12,10 +12,10 @@ attention target ``fn(q, k, v, *, scale, causal, mask) -> o``: o has q's shape, 
     or as NaN depending on evaluation order);
   * every other element finite and within tolerance.
 A target declaring ``returns_lse`` returns ``(output, lse)``; ``lse`` (shape ``output.shape[:-1]``,
-floating, natural log) is checked too:
+float32 or wider, natural log; else ``lse-structure``) is checked too:
   * finite rows: finite and within ``verify.tolerance``'s LSE bound (``lse-accuracy``);
-  * rows with nothing visible: -inf, or NaN where the output row is NaN and the policy allows it
-    (``lse-masked-row``);
+  * rows with nothing visible: -inf (+inf where the target declares ``empty_row_lse="+inf"``),
+    or NaN where the output row is NaN and the policy allows it (``lse-masked-row``);
   * rows a NaN reaches (softmax: the row holds one; attention: the query or a visible key): NaN;
     a softmax row holding +inf and no NaN: NaN or +inf; attention rows only an infinity
     reaches are not judged (``lse-nan-propagation``).

@@ -625,7 +625,7 @@ def _softmax_lse_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 def _judge_softmax(x: torch.Tensor, out: torch.Tensor, lse: torch.Tensor | None, truth: oracle.SoftmaxTruth,
                    tol: torch.Tensor, lse_tol: torch.Tensor | None, masked_rows: str,
-                   empty_row_lse: float = -math.inf) -> Evaluation:
+                   empty_row_lse: float) -> Evaluation:
     """The contract on a softmax output and, when there is one, its LSE."""
     ev = contracts.evaluate_softmax(x, out, truth, tol, masked_rows)
     if lse is not None:
@@ -757,7 +757,7 @@ def _decoy_attention_answer(decoy: tuple[torch.Tensor, torch.Tensor, torch.Tenso
 
 def _judge_attention(out: torch.Tensor, lse: torch.Tensor | None, truth: oracle.AttentionTruth, tol: torch.Tensor,
                      lse_tol: torch.Tensor | None, masked_rows: str, v: torch.Tensor, hull_slack: float,
-                     empty_row_lse: float = -math.inf) -> Evaluation:
+                     empty_row_lse: float) -> Evaluation:
     """The contract on an attention output and, when there is one, its LSE."""
     ev = contracts.evaluate_attention(out, truth, tol, masked_rows, v=v, hull_slack=hull_slack)
     if lse is not None:

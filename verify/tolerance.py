@@ -147,8 +147,17 @@ def lse_tolerance_units(
     log_s = lse - m
     conv = u_c * m.abs() if _conversion(u_c, get_format(x.dtype), c) else 0.0
     err = eps_S + 2 * model.exp_ulps * u_c * log_s.abs() + 2 * u_c * m.abs() + u_c * lse.abs() + conv
-    bound = torch.where(finite_row, truth.lse.bound, torch.zeros_like(m))  # the oracle's own uncertainty
+    return _lse_units(err, lse, truth.lse.bound, finite_row, fmt, model)
+
+
+def _lse_units(err: torch.Tensor, lse: torch.Tensor, oracle_bound: torch.Tensor, finite_row: torch.Tensor,
+               fmt: FloatFormat, model: ToleranceModel) -> torch.Tensor:
+    """An LSE error bound ``err`` (absolute) as a tolerance in units of u_T * max(1, |LSE|):
+    with the safety factor, the oracle's own uncertainty and the final rounding to T; inf where
+    the bound overflows, NaN outside finite rows."""
+    bound = torch.where(finite_row, oracle_bound, torch.zeros_like(lse))
     tol = (model.safety * err + bound + ulp(lse, fmt) / 2) / metrics.lse_scale(lse, fmt)
+    tol = torch.where(torch.isfinite(tol), tol, torch.full_like(tol, float("inf")))
     return torch.where(finite_row, tol, torch.full_like(tol, float("nan")))
 
 
@@ -192,10 +201,7 @@ def attention_lse_tolerance_units(
     m = lse - log_s
     err = (scores + exp_part + _gamma(Nk, u_c) + 2 * u_c * Nk + 2 * model.exp_ulps * u_c * log_s.abs()
            + 2 * u_c * (m.abs() + lse.abs()))
-    bound = torch.where(finite_row, truth.lse.bound, torch.zeros_like(lse))
-    tol = (model.safety * err + bound + ulp(lse, fmt) / 2) / metrics.lse_scale(lse, fmt)
-    tol = torch.where(torch.isfinite(tol), tol, torch.full_like(tol, float("inf")))
-    return torch.where(finite_row, tol, torch.full_like(tol, float("nan")))
+    return _lse_units(err, lse, truth.lse.bound, finite_row, fmt, model)
 
 
 def probs_rounding(q_dtype: torch.dtype, model: ToleranceModel) -> float:
