@@ -40,6 +40,7 @@ class Bug:
     causal_offset: int = 0  # visible iff j <= i + offset (bottom-right alignment uses Nk - Nq)
     causal_bottom_right: bool = False
     gqa_modulo: bool = False  # kv head = h % Hkv instead of h // (Hq / Hkv)
+    mask_group_head: bool = False  # GQA: every query head reads its group's first head's mask (one load a packed tile)
     scale_twice: bool = False
     mask_by_multiply: bool = False  # apply the mask by zeroing probabilities (0 * NaN leaks)
     probs_dtype_narrow: bool = True  # P rounded to the input dtype before P V (FlashAttention)
@@ -185,6 +186,10 @@ def _streaming_attention(q: Tensor, k: Tensor, v: Tensor, *, scale: float, causa
     vis = _visible(Nq, Nk, causal, mask, bug, q.device)
     if vis is not None:
         vis = vis.expand(B, Hq, Nq, Nk)
+        if bug.mask_group_head:
+            # A packed-GQA tile holds a group's query heads and loads the mask once, at its
+            # first head: right for masks shared by the heads, wrong for per-head ones.
+            vis = vis[:, torch.arange(Hq, device=q.device) // group * group]
     m = torch.full((B, Hq, Nq), -math.inf, dtype=work, device=q.device)
     l = torch.zeros_like(m)
     acc = torch.zeros((B, Hq, Nq, v.shape[-1]), dtype=work, device=q.device)
@@ -326,6 +331,10 @@ MUTANTS: list[Mutant] = [
     Mutant("attention-gqa-modulo", "attention", "GQA maps query head h to kv head h % Hkv",
            "GQA head mapping", "https://github.com/pytorch/pytorch/pull/133495",
            _attention(Bug(gqa_modulo=True)), Capabilities(dtypes=STD, devices=CPU)),
+    Mutant("attention-gqa-mask-group-head", "attention",
+           "GQA: each query head reads the mask of its group's first head (the mask loaded once a packed tile)",
+           "GQA mask indexed by the K/V head", "https://github.com/HKUSTDial/flash-sparse-attention/issues/107",
+           _attention(Bug(mask_group_head=True)), Capabilities(dtypes=STD, devices=CPU)),
     Mutant("attention-scale-twice", "attention", "softmax scale applied twice",
            "scale", "https://github.com/NVIDIA/Megatron-LM/pull/848",
            _attention(Bug(scale_twice=True)), Capabilities(dtypes=STD, devices=CPU)),

@@ -567,8 +567,19 @@ def v_limit(fmt: FloatFormat, seq_k: int) -> float:
     sum finite in float16 itself, which hid kernels that hold it there: staging
     sum_j exp(s_j - m) v_j in the output format before dividing by l overflows to inf where
     every output is finite (a blind mutant survived on that, 2026-12-01).  Every kernel that
-    accumulates in float32 keeps its headroom."""
-    return min(fmt.max_finite / 2.0, _compute_max(fmt) / (2.0 * seq_k))
+    accumulates in float32 keeps its headroom.
+
+    The bound is a value of ``fmt`` (rounded down to one): entries are clipped to it and then
+    rounded to ``fmt``, and a bound between two of its values let a clipped entry round up past
+    it (bfloat16 with 2 keys: float32's largest / 4 rounded to 2**126, 2026-12-03)."""
+    return _floor_to_format(min(fmt.max_finite / 2.0, _compute_max(fmt) / (2.0 * seq_k)), fmt)
+
+
+def _floor_to_format(x: float, fmt: FloatFormat) -> float:
+    """The largest value of ``fmt`` at most ``x`` (``x`` positive and within its normal range)."""
+    _, e = math.frexp(x)  # x = m * 2**e with 0.5 <= m < 1: fmt's spacing there is 2**(e - precision)
+    spacing = math.ldexp(1.0, e - fmt.precision)
+    return math.floor(x / spacing) * spacing
 
 
 def dtype_bound_v_limit(fmt: FloatFormat, seq_k: int) -> float:

@@ -21,6 +21,14 @@ single-unmasked  one random column per row kept: the result must be exactly one-
 causal           row i keeps columns ``j <= i + offset``; offset 0 is top-left aligned,
                  ``n_cols - n_rows`` bottom-right; negative offsets mask whole leading rows.
 sliding-window   row i keeps ``i + offset - window < j <= i + offset``.
+
+``stagger`` makes the kinds that draw no random numbers (leading-block, causal,
+sliding-window) differ from one group (a batch entry or head of the mask) to the next:
+group g masks ``stagger * g`` more leading columns, or moves its diagonal that far right.
+The other kinds already differ per group (random draws, shifted dead rows, alternating
+pads).  Without it a per-head mask of those kinds was the same for every head, and a
+kernel that reads one head's mask for a whole GQA group went unseen (a blind mutant that
+did so passed 300 examples, 2026-12-03).
 key-padding      the last ``pads[g]`` columns masked, for group g (a row or a batch
                  entry, the caller decides), pads up to the full width; with
                  ``side="start"`` the first ``pads[g]`` (left padding, as batched
@@ -55,7 +63,12 @@ MASK_KINDS = (
 )
 MASK_BLOCKS = (16, 32, 64, 128)
 DENSITIES = (0.5, 0.1, 0.9, 0.99, 1.0, 0.01)
-PAD_SIDES = ("end", "start")  # where key-padding pads go: right padding first (the common one)
+PAD_SIDES = ("end", "start")
+#: The kinds whose recipe draws no random numbers, staggered per group (see the module doc).
+STAGGERED_KINDS = ("leading-block", "causal", "sliding-window")
+#: Stagger values, the first the one shrinking moves to: one column a group is enough for a
+#: head to differ from its neighbour; 0 (every group the same) comes second.
+STAGGERS = (1, 0)  # where key-padding pads go: right padding first (the common one)
 
 # Kind -> feature for the kinds whose shape is not already told by a data feature.
 _KIND_FEATURE = {
@@ -79,6 +92,7 @@ class MaskSpec:
     rows: tuple[int, ...] = ()
     pads: tuple[int, ...] = ()
     side: str = "end"  # key-padding only: PAD_SIDES
+    stagger: int = 0  # leading-block, causal, sliding-window: the shift from one group to the next
 
     def __post_init__(self) -> None:
         if self.kind not in MASK_KINDS:
@@ -88,8 +102,11 @@ class MaskSpec:
         object.__setattr__(self, "density", float(self.density))
         if not 0.0 <= self.density <= 1.0:
             raise spec_error("mask", "density must lie in [0, 1]", self.density)
-        if self.block < 0 or self.window < 0 or any(r < 0 for r in self.rows) or any(p < 0 for p in self.pads):
-            raise spec_error("mask", "block, window, rows and pads must be non-negative", self)
+        if (self.block < 0 or self.window < 0 or self.stagger < 0 or any(r < 0 for r in self.rows)
+                or any(p < 0 for p in self.pads)):
+            raise spec_error("mask", "block, window, stagger, rows and pads must be non-negative", self)
+        if self.stagger and self.kind not in STAGGERED_KINDS:
+            raise spec_error("mask", f"stagger applies to the kinds {STAGGERED_KINDS} only", self)
         if self.kind == "fully-masked-row" and not self.rows:
             raise spec_error("mask", "fully-masked-row needs at least one row index", self)
         if self.side not in PAD_SIDES:
@@ -113,6 +130,7 @@ class MaskSpec:
             "rows": list(self.rows),
             "pads": list(self.pads),
             "side": self.side,
+            "stagger": self.stagger,
         }
         return {k: v for k, v in full.items() if k == "kind" or v not in (0, 0.0, [], "end")}
 
@@ -124,6 +142,10 @@ class MaskSpec:
         return cls(**d)
 
     def describe(self) -> str:
+        text = self._describe_kind()
+        return text + f"-staggered-{self.stagger}" if self.stagger else text
+
+    def _describe_kind(self) -> str:
         k = self.kind
         if k == "random":
             return f"random({num(self.density)})"
@@ -149,9 +171,9 @@ class MaskSpec:
     ) -> np.ndarray:
         """Boolean ``(n_rows, n_cols)``: True where the entry is kept.
 
-        ``group`` picks the key-padding pad for the whole matrix and shifts the fully masked
-        rows; with ``per_row`` each row i uses ``pads[i]`` instead (rows of a 2-D softmax are
-        separate sequences).
+        ``group`` picks the key-padding pad for the whole matrix, shifts the fully masked
+        rows, and shifts a staggered kind by ``stagger * group``; with ``per_row`` each row i
+        uses ``pads[i]`` instead (rows of a 2-D softmax are separate sequences).
         """
         k = self.kind
         i = np.arange(n_rows)[:, None]
@@ -164,16 +186,17 @@ class MaskSpec:
             keep = np.ones((n_rows, n_cols), dtype=bool)
             keep[[(r + group) % n_rows for r in self.rows], :] = False  # other rows in other groups
             return keep
+        shift = self.stagger * group
         if k == "leading-block":
-            return np.broadcast_to(j >= self.block, (n_rows, n_cols)).copy()
+            return np.broadcast_to(j >= self.block + shift, (n_rows, n_cols)).copy()
         if k == "single-unmasked":
             keep = np.zeros((n_rows, n_cols), dtype=bool)
             keep[np.arange(n_rows), rng.integers(0, n_cols, n_rows)] = True
             return keep
         if k == "causal":
-            return j <= i + self.offset
+            return j <= i + self.offset + shift
         if k == "sliding-window":
-            return (j <= i + self.offset) & (j > i + self.offset - self.window)
+            return (j <= i + self.offset + shift) & (j > i + self.offset + shift - self.window)
         if k == "key-padding":
             if per_row:
                 pads = np.array([self.pads[r % len(self.pads)] for r in range(n_rows)])[:, None]
@@ -229,6 +252,7 @@ def _mask_specs(n_rows: int, n_cols: int, kinds: tuple[str, ...]) -> SearchStrat
         st.integers(0, n_cols),  # pads for even and odd groups
         st.integers(0, n_cols),
         st.sampled_from(PAD_SIDES),
+        st.sampled_from(STAGGERS),
     )
     return parts.map(lambda p: _interpret(n_rows, n_cols, *p))
 
@@ -246,6 +270,7 @@ def _interpret(
     pad_a: int,
     pad_b: int,
     side: str,
+    stagger: int,
 ) -> MaskSpec:
     offset = {"top-left": 0, "bottom-right": n_cols - n_rows, "other": other}[diagonal]
     if kind == "random":
@@ -253,11 +278,11 @@ def _interpret(
     if kind == "fully-masked-row":
         return MaskSpec(kind, rows=tuple(r for r in range(min(n_rows, 8)) if row_set >> r & 1))
     if kind == "leading-block":
-        return MaskSpec(kind, block=block)
+        return MaskSpec(kind, block=block, stagger=stagger)
     if kind == "causal":
-        return MaskSpec(kind, offset=offset)
+        return MaskSpec(kind, offset=offset, stagger=stagger)
     if kind == "sliding-window":
-        return MaskSpec(kind, window=window, offset=offset)
+        return MaskSpec(kind, window=window, offset=offset, stagger=stagger)
     if kind == "key-padding":
         return MaskSpec(kind, pads=(pad_a,) if pad_a == pad_b else (pad_a, pad_b), side=side)
     return MaskSpec(kind)

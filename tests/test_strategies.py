@@ -316,9 +316,9 @@ def test_attention_shapes_bounds_and_mask_broadcast(case: AttentionCase) -> None
     q, k, v = (t.double() for t in (clean.q, clean.k, clean.v))
     assert torch.isfinite(q).all() and torch.isfinite(k).all() and torch.isfinite(v).all()
     # V within half the format's range, and an unnormalised sum over the keys finite in the
-    # compute format (float32 here).
+    # compute format (float32, or float64 for float64 inputs).
     assert v.abs().max() <= get_format(s.dtype).max_finite / 2
-    assert v.abs().max() * s.seq_k <= FORMATS["float32"].max_finite / 2
+    assert v.abs().max() * s.seq_k <= FORMATS["float64" if s.dtype == "float64" else "float32"].max_finite / 2
     # Scores fit the compute format whichever way the kernel orders the product.
     group = s.heads_q // s.heads_kv
     kk = k.repeat_interleave(group, dim=1)
@@ -489,6 +489,44 @@ def test_mixed_ranges_use_each_recipe() -> None:
     assert "rows:mixed-ranges" in SoftmaxCase(spec).features
 
 
+def test_staggered_masks_move_from_one_group_to_the_next() -> None:
+    rng = np.random.default_rng(0)
+    lead = MaskSpec("leading-block", block=16, stagger=1)
+    assert lead.keep(2, 20, rng)[:, :16].sum() == 0 and lead.keep(2, 20, rng)[:, 16:].all()  # group 0: as drawn
+    assert lead.keep(1, 20, rng, group=3)[0].tolist() == [False] * 19 + [True]
+    causal = MaskSpec("causal", offset=0, stagger=2)
+    assert causal.keep(3, 6, rng, group=1).sum(axis=1).tolist() == [3, 4, 5]
+    window = MaskSpec("sliding-window", window=2, offset=0, stagger=1)
+    assert window.keep(2, 4, rng, group=1).tolist() == [[True, True, False, False], [False, True, True, False]]
+    assert "stagger" not in MaskSpec("causal", offset=1).to_dict()  # cases saved before it replay as they were
+    assert MaskSpec.from_dict(causal.to_dict()) == causal and causal.describe().endswith("-staggered-2")
+    with pytest.raises(ValueError, match="stagger applies to the kinds"):
+        MaskSpec("random", density=0.5, stagger=1)
+
+
+def test_a_per_head_staggered_mask_differs_within_a_gqa_group() -> None:
+    # A kernel that loads one head's mask for its whole group (a packed GQA tile) must go wrong.
+    spec = AttentionSpec(dtype="float32", batch=1, heads_q=4, heads_kv=2, seq_q=3, seq_k=40, head_dim=8,
+                         mask=MaskSpec("leading-block", block=16, stagger=1), mask_shape="1hqk")
+    keep = spec.build().mask
+    assert tuple(keep.shape) == (1, 4, 3, 40)
+    assert [int((~keep[0, h, 0]).sum()) for h in range(4)] == [16, 17, 18, 19]
+
+
+def test_gqa_cases_draw_per_head_masks_that_differ_within_a_group() -> None:
+    def differs(case: AttentionCase) -> bool:
+        s = case.spec
+        group = s.heads_q // s.heads_kv
+        if group == 1 or s.mask is None:
+            return False
+        full = case.build().mask.expand(s.batch, s.heads_q, s.seq_q, s.seq_k)
+        return not torch.equal(full, full[:, torch.arange(s.heads_q) // group * group])
+
+    found = find(attention_cases(dtypes=("float32",), max_seq=40), differs,
+                 settings=settings(max_examples=1000, database=None, phases=[Phase.generate], derandomize=True))
+    assert found.spec.heads_q > found.spec.heads_kv
+
+
 def test_masks_shapes() -> None:
     rng = np.random.default_rng(0)
     assert MaskSpec("leading-block", block=16).keep(2, 20, rng)[:, :16].sum() == 0
@@ -644,7 +682,9 @@ def test_attention_layouts_meet_a_declared_alignment(case: AttentionCase) -> Non
 @given(attention_cases(dtypes=("float16", "float32"), max_seq=20, caps=Capabilities(unit_last_stride=True)))
 def test_attention_layouts_keep_a_unit_head_dim_stride_where_declared(case: AttentionCase) -> None:
     x = case.build()
-    assert case.spec.head_dim == 1 or "dim-major" not in case.spec.layouts  # one column: every stride is moot
+    for t, layout in zip((x.q, x.k, x.v), case.spec.layouts):
+        # dim-major only where it is moot: one column, or one row (the head dim's stride is then Nk = 1)
+        assert layout != "dim-major" or t.shape[-1] == 1 or t.shape[-2] == 1
     assert all(t.stride(-1) == 1 for t in (x.q, x.k, x.v) if t.shape[-1] > 1)
 
 
@@ -932,7 +972,9 @@ def test_every_coincidence_is_drawn(side: str, dim: str) -> None:
         sizes, lengths = drawn
         return sizes[index] != sizes[position] == lengths[index] and lengths[1 - index] == sizes[1 - index]
 
-    find(_coincidences(), coincides, settings=settings(max_examples=2000, database=None, phases=[Phase.generate]))
+    # derandomized: a run of 2000 random draws missed q-head_dim once (2026-12-03)
+    find(_coincidences(), coincides,
+         settings=settings(max_examples=2000, database=None, phases=[Phase.generate], derandomize=True))
 
 
 @pytest.mark.parametrize("max_heads", [1, 3, 4, 8])
