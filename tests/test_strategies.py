@@ -799,7 +799,7 @@ def test_absorption_probes_lose_many_roundings_to_a_low_precision_running_sum() 
     or the last, outscores all others by one margin, and the others are weighted so that a
     block of B of them adds just under half an ulp.  Walking the keys from the spike in
     blocks of B and rounding the running sum to the input format after each block must lose
-    more than 2.25 units of u (the policy's fp16 attention tolerance) of the exact sum:
+    more than 2.25 units of u (past the policy's fp16 attention tolerance, about 2) of the exact sum:
     every block after the spike is dropped."""
     seen = []
 

@@ -19,10 +19,18 @@ Softmax, element j (absolute):
   tiny_c intermediates flushed to zero in c.
 
 Attention, element (i, d), in units of u_T * sum_j p_j |v_jd| (``verify.metrics``):
-    1 (final rounding) + safety * [ sum_j p_j |v_jd| rel_j + c_d (eps_l + gamma_Nk + u_P + 2 u_c) + flush ] / (u_T c_d)
+    1 (final rounding) + u_P (1 + u_T) / u_T
+      + safety * [ sum_j p_j |v_jd| rel_j + c_d (eps_l + gamma_Nk + u_TF32 + 2 u_c) + flush ] / (u_T c_d)
     rel_j = |scale| sum_d|q_d k_jd| (2 u_dot_in + gamma_D + u_c) + u_c (2|d_j| + 2 k_exp)
     eps_l = sum_j p_j rel_j + gamma_Nk + 2 u_c Nk   (rescaling by alpha at every key block)
-  u_P = u_in when P is rounded to the input dtype before P V (FlashAttention does).
+  u_P = u_in when P is rounded to the input dtype before P V (FlashAttention does), and
+  u_TF32 = 2 u_dot when P and V enter a narrower dot format (TF32).  The u_P term takes no
+  safety factor: rounding each p_j to nearest moves the output by at most
+  u_in sum_j p_j |v_jd| / l = u_in c_d, exactly (l is summed before the rounding), and its
+  products with the other first-order terms are far inside their safety margin; the output's
+  final rounding scales it by at most 1 + u_T.  With 1.25 u_P, a kernel that also rounded
+  1/l to the input dtype (an extra u_in c_d) fit under the tolerance in 600 drawn cases
+  (a blind mutant, 2026-12-03).
 
 First-order bounds are rigorous up to O(u^2) terms; ``safety`` (1.25) absorbs
 those and equivalent reorderings.  flash-attention's own rule (error <= 2x a
@@ -204,18 +212,23 @@ def attention_lse_tolerance_units(
     return _lse_units(err, lse, truth.lse.bound, finite_row, fmt, model)
 
 
-def probs_rounding(q_dtype: torch.dtype, model: ToleranceModel) -> float:
-    """Relative error of one weight as it enters the P V product, beyond the compute precision.
-
-    P is rounded to the input dtype (FlashAttention: ``u_in``) and/or P and V are rounded to a
-    narrower dot format (TF32: ``2 u_dot``).  Zero when neither happens.
-    """
+def probs_rounding_parts(q_dtype: torch.dtype, model: ToleranceModel) -> tuple[float, float]:
+    """(``u_P``, ``u_TF32``): the relative error of one weight as it enters the P V product,
+    beyond the compute precision, from P rounded to the input dtype (FlashAttention: ``u_in``)
+    and from P and V rounded to a narrower dot format (TF32: ``2 u_dot``).  0 where it does not
+    happen."""
     fin = get_format(q_dtype)
     c = model.compute
     u_p = fin.unit_roundoff if (model.probs_rounded_to_input and fin.precision < c.precision) else 0.0
     # operands of the P V product rounded to a narrower dot format (TF32): P and V each once
-    u_p += 2 * model.dot.unit_roundoff if model.dot.precision < min(fin.precision, c.precision) else 0.0
-    return u_p
+    u_dot = 2 * model.dot.unit_roundoff if model.dot.precision < min(fin.precision, c.precision) else 0.0
+    return u_p, u_dot
+
+
+def probs_rounding(q_dtype: torch.dtype, model: ToleranceModel) -> float:
+    """Relative error of one weight as it enters the P V product, beyond the compute precision
+    (the sum of :func:`probs_rounding_parts`).  Zero when neither rounding happens."""
+    return sum(probs_rounding_parts(q_dtype, model))
 
 
 def hull_relative_slack(q_dtype: torch.dtype, target: str | FloatFormat, model: ToleranceModel) -> float:
@@ -251,17 +264,18 @@ def attention_tolerance_units(
     rel = truth.abs_scores * (2 * u_dot_in + _gamma(D, u_c) + u_c) + u_c * (2 * absd + 2 * model.exp_ulps)
     pr = _weighted(p, rel)
     eps_l = pr.sum(-1, keepdim=True) + _gamma(Nk, u_c) + 2 * u_c * Nk
-    u_p = probs_rounding(q.dtype, model)
+    u_p, u_tf32 = probs_rounding_parts(q.dtype, model)
     cond = truth.cond
     weighted = pr @ vabs
-    flush = (2 * c.smallest_normal + (fin.smallest_subnormal / 2 if u_p else 0.0)) * vabs.sum(-2, keepdim=True)
-    if model.dot.precision < min(fin.precision, c.precision):
+    flush = (2 * c.smallest_normal + (fin.smallest_subnormal / 2 if u_p + u_tf32 else 0.0)) * vabs.sum(-2, keepdim=True)
+    if u_tf32:
         # Tensor cores taking TF32 flush subnormal V entries to 0: at most one smallest
         # normal per output, the weights summing to 1 (found on the H200 with v = -4e-42).
         flush = flush + model.dot.smallest_normal
-    num = weighted + cond * (eps_l + _gamma(Nk, u_c) + u_p + 2 * u_c) + flush
+    num = weighted + cond * (eps_l + _gamma(Nk, u_c) + u_tf32 + 2 * u_c) + flush
     denom = torch.clamp(fmt.unit_roundoff * cond, min=fmt.smallest_subnormal)
-    tol = 1.0 + model.safety * num / denom
+    # P's rounding to the input dtype is an exact first-order bound: no safety factor (module doc).
+    tol = 1.0 + (model.safety * num + u_p * (1.0 + fmt.unit_roundoff) * cond) / denom
     # Where a score's error bound reaches ~1, exp() turns it into an O(1) relative error and a
     # first-order bound says nothing: any convex combination of the values is then defensible
     # (the contract still checks the hull).  Such rows get an infinite tolerance and are counted.
