@@ -12,6 +12,17 @@ import torch
 CHECK_SCHEMA = "flashverify-check/1"
 
 
+def ratio_text(ratio: float) -> str:
+    """An error over its tolerance to 3 significant digits, or more where 3 would read 1 for a
+    value that is not 1: a passing 0.9996 reads 0.9996 and a failing 1.0004 reads 1.0004 (1 would
+    hide which side of its tolerance the cell is on)."""
+    for digits in (3, 4, 5, 6, 7, 8):
+        text = f"{ratio:.{digits}g}"
+        if text != "1" or ratio == 1.0:
+            return text
+    return "0.99999999" if ratio < 1.0 else "1.00000001"
+
+
 def cell_line(cell) -> str:
     """One console line summarising a target x dtype cell."""
     if cell.status in ("unsupported", "error"):
@@ -20,8 +31,8 @@ def cell_line(cell) -> str:
     cut = " (cut by budget)" if cell.cut_by_budget else ""
     return (f"  {cell.dtype:<9} {cell.status.upper():<8} {cell.examples} examples{cut}, "
             f"max {cell.max_error:.3g} {cell.error_unit} (p99 {s.p99:.3g}, median {s.median:.3g}), "
-            f"{cell.max_ratio:.3g} of tolerance, flash rule {cell.flash_rule_max:.2f}x naive, "
-            + (f"LSE max {cell.lse_max_error:.3g} u*max(1,|lse|) ({cell.lse_max_ratio:.3g} of tolerance, {cell.lse_rows} rows), "
+            f"{ratio_text(cell.max_ratio)} of tolerance, flash rule {cell.flash_rule_max:.2f}x naive, "
+            + (f"LSE max {cell.lse_max_error:.3g} u*max(1,|lse|) ({ratio_text(cell.lse_max_ratio)} of tolerance, {cell.lse_rows} rows), "
                if cell.lse_rows else "")
             + f"{cell.seconds:.1f}s")
 

@@ -290,3 +290,11 @@ def test_html_renders_in_headless_chromium(clean_run: Path, tmp_path: Path) -> N
     assert r.returncode == 0 and shot.exists() and shot.stat().st_size > 50_000
     if os.environ.get("FLASHVERIFY_KEEP_SCREENSHOT"):
         shutil.copy(shot, os.environ["FLASHVERIFY_KEEP_SCREENSHOT"])
+
+
+def test_a_ratio_near_one_shows_which_side_of_its_tolerance_it_is_on() -> None:
+    from reports.check_report import ratio_text
+    from reports.report_md import ratio
+
+    assert [ratio_text(x) for x in (0.99961, 1.0, 1.0004, 0.0149, 256.3)] == ["0.9996", "1", "1.0004", "0.0149", "256"]
+    assert ratio(0.99961) == "0.9996" and ratio(0.0) == "0" and ratio(None) == "—"

@@ -49,7 +49,8 @@ def _add_check(sub) -> None:
                    help="dtype to check (repeatable); default: every dtype the target supports")
     p.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
     p.add_argument("--max-examples", type=int, default=100, help="examples per dtype (default 100)")
-    p.add_argument("--seed", type=int, default=None, help="seed for a reproducible search")
+    p.add_argument("--seed", type=int, default=None,
+                   help="seed of the draws (probe sizes still follow the measured speed; see the README)")
     p.add_argument("--masked-rows", choices=("nan", "zero", "either"), default="either",
                    help="what a fully masked row must give (default: either, consistently within the row)")
     p.add_argument("--report", metavar="DIR", help="write DIR/report.json")
@@ -188,7 +189,9 @@ def cmd_replay(args) -> int:
         for v in ev.violations:
             print(f"VIOLATION {v.one_line()}")
         return EXIT_VIOLATION
-    print(f"no violation: max error {ev.max_error:.4g} ({ev.max_ratio:.3g} of tolerance)")
+    from reports.check_report import ratio_text
+
+    print(f"no violation: max error {ev.max_error:.4g} ({ratio_text(ev.max_ratio)} of tolerance)")
     return EXIT_OK
 
 
