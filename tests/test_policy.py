@@ -163,3 +163,23 @@ def test_tf32_tolerance_covers_flushed_subnormal_values() -> None:
         tol = tolerance.attention_tolerance_units(q, v, truth, fmt, model)
         ev = evaluate_attention(got, truth, tol, v=v, hull_slack=tolerance.hull_relative_slack(q.dtype, fmt, model))
         assert (not ev.violations) == ok, (caps.dot_precision, ev.violations)
+
+
+def test_flash_rule_adds_fa3s_atol_to_the_naive_error() -> None:
+    """FA3's tests pass a kernel at error <= 2 naive + fwd_atol: with a naive error of 0 (here one
+    key, so the naive output is exact) the rule's ratio stays finite: 1 for an error of half the atol."""
+    from verify.engine import CaseOutcome, flash_rule_atol
+    from verify.contracts import Evaluation
+
+    q = torch.ones(1, 1, 1, 1, dtype=torch.float16)
+    v = torch.tensor([[[[0.1]]]], dtype=torch.float16)  # 0.0999755859375
+    truth = oracle.attention_truth(q, q, v, scale=1.0, causal=False, target=get_format(torch.float16))
+    atol = flash_rule_atol(truth.out, torch.float16, torch.ones(1, 1, 1, 1, dtype=torch.bool))
+    # + 0.3 rounds to 0.39990234375; - 0.3 (0.300048828125 in float16, as torch takes the scalar)
+    # gives 0.099853515625: 2**-13 off, two float16 spacings there
+    assert atol == 2 * 2.0**-13
+    one_ulp = Evaluation([])
+    one_ulp.abs_max = 2.0**-13
+    ratio = CaseOutcome(one_ulp, 0.0, 0.0, 0.0, 0, None, atol).flash_rule_ratio
+    assert ratio == 1.0
+    assert CaseOutcome(one_ulp, 0.0, 0.0, 0.0, 0).flash_rule_ratio == math.inf  # no atol: no yardstick

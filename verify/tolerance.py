@@ -34,7 +34,7 @@ Attention, element (i, d), in units of u_T * sum_j p_j |v_jd| (``verify.metrics`
 
 First-order bounds are rigorous up to O(u^2) terms; ``safety`` (1.25) absorbs
 those and equivalent reorderings.  flash-attention's own rule (error <= 2x a
-naive same-dtype implementation) is reported beside it by the engine.
+naive same-dtype implementation's, plus FA3's fwd_atol) is reported beside it by the engine.
 
 Rows where the bound on a score's error exceeds ILL_CONDITIONED_ARGUMENT_ERROR
 are ill-conditioned in the compute precision (e.g. |scale q.k| ~ 1e30 in
