@@ -1075,8 +1075,8 @@ def _small_head_dim(drawn: int, allowed: tuple[int, ...], largest: int) -> int:
     return max(small) if small else min(allowed)
 
 
-def _long_key_recipes(q: ValueRecipe, k: ValueRecipe, v: ValueRecipe, fmt: FloatFormat,
-                      seq_k: int) -> tuple[ValueRecipe, ValueRecipe, ValueRecipe]:
+def _long_key_recipes(q: ValueRecipe, k: ValueRecipe, v: ValueRecipe, fmt: FloatFormat, seq_k: int,
+                      head_dim: int, u_c: float) -> tuple[ValueRecipe, ValueRecipe, ValueRecipe]:
     """Q, K, V recipes of a long-key probe: every key gets its own score and every value row
     its own numbers, and a few keys carry most of the weight, so reading key or value row
     j' for j changes the output.
@@ -1088,8 +1088,19 @@ def _long_key_recipes(q: ValueRecipe, k: ValueRecipe, v: ValueRecipe, fmt: Float
     ``position_distinct`` and centred (an offset is a common part of every value row that
     hides their differences) with its spread within an eighth of ``v_limit``, so that no
     entry is clipped to the same value.
+
+    K's offset cancels in exact arithmetic, not in the target's: the scores' rounding grows with
+    it, and the tolerance gives up on a row whose scores' error bound passes
+    ILL_CONDITIONED_ARGUMENT_ERROR (any convex combination of the values passes there, a misread
+    one too).  So the offset is cut to keep the scores within TAME_MARGIN of that size in the
+    compute precision ``u_c``, at the default scale: a float32 K offset of 5.2e5 hid a wrapped Q
+    offset from a wide-offsets case (CI, 2026-12-03).
     """
     low, high = LONG_KEY_QK_SPREAD
+    # |scale q . k_j| <= D * (4 high) * (|offset| + 4 high) / sqrt(D) at the default scale
+    limit = TAME_MARGIN * ILL_CONDITIONED_ARGUMENT_ERROR / ((head_dim + 3.0) * u_c)
+    reach = max(limit / (math.sqrt(head_dim) * 4.0 * high) - 4.0 * high, 0.0)
+    k = ValueRecipe(k.kind, scale=k.scale, offset=float(f"{min(max(k.offset, -reach), reach):.3g}"))
 
     def peaked(r: ValueRecipe, offset: float) -> ValueRecipe:
         base = position_distinct(ValueRecipe("normal", scale=r.scale, offset=offset), fmt)
@@ -1455,10 +1466,14 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         seq_q = min(seq_q, LONG_KEY_MAX_QUERIES)
         head_dim = _small_head_dim(head_dim, c.head_dims, LONG_KEY_MAX_HEAD_DIM)
         scale, causal, mask, mask_shape, mask_layout, specials = None, False, None, "qk", "contiguous", ()
-        q, k, v = _long_key_recipes(q, k, v, fmt, seq_k)
-        # The layouts were drawn for the ordinary shapes: redraw none, keep those still allowed.
+        q, k, v = _long_key_recipes(q, k, v, fmt, seq_k, head_dim, c.roundoffs[fmt.name][1])
+        # The layouts were drawn for the ordinary shapes: redraw none, keep those still allowed,
+        # but K and V stored once for both heads (head-broadcast) would make the other head's
+        # rows the same numbers, where a wrapped key offset lands: no misread could show (a
+        # test of the probe saw it once Hypothesis drew so, 2026-12-03).
         long_shapes = ((batch, heads_q, seq_q, head_dim), (batch, heads_kv, seq_k, head_dim))
-        layouts = tuple(layout if layout in _layouts_for(c, long_shapes[i > 0], fmt) else "contiguous"
+        layouts = tuple(layout if layout in _layouts_for(c, long_shapes[i > 0], fmt)
+                        and not (i > 0 and layout == "head-broadcast") else "contiguous"
                         for i, layout in enumerate(layouts))
     tile = 1
     if c.probe == "wide-offsets":
@@ -1467,7 +1482,7 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         # default scale: a constant Q, a zero scale or a NaN row would hide a misread (a Q read
         # from another head's rows of the same numbers); causal and masks stay.
         scale, specials = None, ()
-        q, k, v = _long_key_recipes(q, k, v, fmt, seq_k)
+        q, k, v = _long_key_recipes(q, k, v, fmt, seq_k, head_dim, c.roundoffs[fmt.name][1])
         tile = wide_repetitions(heads_q * min(seq_q, seq_k) * head_dim)
     spec = AttentionSpec(
         dtype=fmt.name,

@@ -788,9 +788,10 @@ def test_long_key_probes_make_a_misread_key_visible() -> None:
     probe()
     assert len(seen) >= 10, seen
     # Units of the dtype's eps: bfloat16's is 2**-7, and with the narrowest spreads a misread
-    # moved some bfloat16 outputs by only 43-118 units (random seeds, 2026-11-30), still 20x
-    # and more the ~2 units the suite's bfloat16 tolerance allows.
-    assert min(seen) > 20, sorted(seen)[:5]
+    # moved some bfloat16 outputs by only 43-118 units (random seeds, 2026-11-30), and by 10.5
+    # in a case of one query (2026-12-03, the draws Hypothesis makes once verify.search is
+    # imported): 4x and more the ~2 units the suite's bfloat16 tolerance allows.
+    assert min(seen) > 8, sorted(seen)[:5]
 
 
 def test_absorption_probes_lose_many_roundings_to_a_low_precision_running_sum() -> None:
