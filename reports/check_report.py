@@ -9,18 +9,9 @@ from typing import Any
 
 import torch
 
+from reports.report_md import ratio_text
+
 CHECK_SCHEMA = "flashverify-check/1"
-
-
-def ratio_text(ratio: float) -> str:
-    """An error over its tolerance to 3 significant digits, or more where 3 would read 1 for a
-    value that is not 1: a passing 0.9996 reads 0.9996 and a failing 1.0004 reads 1.0004 (1 would
-    hide which side of its tolerance the cell is on)."""
-    for digits in (3, 4, 5, 6, 7, 8):
-        text = f"{ratio:.{digits}g}"
-        if text != "1" or ratio == 1.0:
-            return text
-    return "0.99999999" if ratio < 1.0 else "1.00000001"
 
 
 def cell_line(cell) -> str:

@@ -35,14 +35,17 @@ def num(x: Any) -> str:
     return f"{x:.3g}"
 
 
-def ratio(x: Any) -> str:
-    """An error over its tolerance as :func:`num` gives it, except that a value near 1 keeps
-    the digits that tell which side of 1 it is on (``check_report.ratio_text``)."""
-    if isinstance(x, float) and x != 0.0:
-        from reports.check_report import ratio_text
-
-        return ratio_text(x)
-    return num(x)
+def ratio_text(x: Any) -> str:
+    """An error over its tolerance as :func:`num` gives it, with more digits where 3 would read 1
+    for a value that is not 1: a passing 0.9996 reads 0.9996 and a failing 1.0004 reads 1.0004
+    (1 would hide which side of its tolerance the cell is on)."""
+    if not isinstance(x, float) or x == 1.0:
+        return num(x)
+    for digits in (3, 4, 5, 6, 7, 8):
+        text = f"{x:.{digits}g}"
+        if text != "1":
+            return text
+    return "0.99999999" if x < 1.0 else "1.00000001"
 
 
 def row_values(c: dict[str, Any]) -> dict[str, str]:
@@ -61,9 +64,9 @@ def row_values(c: dict[str, Any]) -> dict[str, str]:
         "examples": str(c["examples"]), "stop": c["stop_reason"] + (" (cut)" if c["cut_by_budget"] else ""),
         "max_error": f"{num(c['max_error'])} {unit}", "p99_error": f"{num(c['p99_error'])} {unit}",
         "median_error": f"{num(c['median_error'])} {unit}",
-        "tolerance": f"{num(lo)}..{num(hi)} {unit}", "ratio": ratio(c["max_error_over_tolerance"]),
+        "tolerance": f"{num(lo)}..{num(hi)} {unit}", "ratio": ratio_text(c["max_error_over_tolerance"]),
         "flash_rule": num(c["flash_rule_ratio_max"]),
-        "lse": (f"{num(c['lse']['max_error'])} u·max(1,|lse|) ({ratio(c['lse']['max_error_over_tolerance'])})" if c.get("lse")
+        "lse": (f"{num(c['lse']['max_error'])} u·max(1,|lse|) ({ratio_text(c['lse']['max_error_over_tolerance'])})" if c.get("lse")
                 else "—"),
         "rtol": num(rec.get("rtol")), "atol": num(rec.get("atol")),
     }

@@ -189,7 +189,7 @@ def cmd_replay(args) -> int:
         for v in ev.violations:
             print(f"VIOLATION {v.one_line()}")
         return EXIT_VIOLATION
-    from reports.check_report import ratio_text
+    from reports.report_md import ratio_text
 
     print(f"no violation: max error {ev.max_error:.4g} ({ratio_text(ev.max_ratio)} of tolerance)")
     return EXIT_OK
