@@ -6,6 +6,7 @@ runs 10,000 per cell (the acceptance bar of the policy).
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import math
 import os
@@ -15,8 +16,9 @@ import torch
 from hypothesis import given, settings
 
 import strategies
-from kernels.registry import get_target
-from verify import metrics, oracle, search, tolerance
+from kernels.registry import Target, get_target
+from kernels import reference
+from verify import engine, metrics, oracle, search, tolerance, truth_chunks
 from verify.contracts import evaluate_attention
 from verify.capabilities import Capabilities
 from verify.dtypes import get_format
@@ -183,3 +185,64 @@ def test_flash_rule_adds_fa3s_atol_to_the_naive_error() -> None:
     ratio = CaseOutcome(one_ulp, 0.0, 0.0, 0.0, 0, None, atol).flash_rule_ratio
     assert ratio == 1.0
     assert CaseOutcome(one_ulp, 0.0, 0.0, 0.0, 0).flash_rule_ratio == math.inf  # no atol: no yardstick
+
+
+def _ill_conditioned_case(seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Scores of order 1e8 in float32: every row is ill-conditioned (infinite tolerance)."""
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(1, 4, 7, 8, generator=g) * 3000
+    k = torch.randn(1, 2, 9, 8, generator=g) * 3000
+    v = torch.randn(1, 2, 9, 8, generator=g)
+    return q, k, v
+
+
+def _judge(got, q, k, v, causal: bool, mask, *, tight: bool = True):
+    fmt = get_format(q.dtype)
+    model = ToleranceModel.for_target(Capabilities(), fmt.name)
+    truth, tol, _ = truth_chunks.attention_truth_and_tolerance(q, k, v, scale=1.0, causal=causal, mask=mask, fmt=fmt,
+                                                              model=model, max_fallback_work=0)
+    assert torch.isinf(tol).all()
+    if not tight:
+        truth = dataclasses.replace(truth, value_lo=None, value_hi=None)
+    return evaluate_attention(got, truth, tol, v=v, hull_slack=tolerance.hull_relative_slack(q.dtype, fmt, model))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_ill_conditioned_rows_keep_to_the_keys_they_can_weigh(seed: int) -> None:
+    """An ill-conditioned row is held to the values of the visible keys whose scores can weigh:
+    answering with the value row of the best key over all keys, masked ones included, fails it,
+    where the hull of all the head's values let it pass.  Float32 scores (within their error
+    bounds) pass."""
+    q, k, v = _ill_conditioned_case(seed)
+    mask = torch.rand(1, 4, 7, 9, generator=torch.Generator().manual_seed(seed)) < 0.5
+    mask[..., 0] = True
+    for causal, m in ((True, None), (False, mask)):
+        right = reference.naive_attention(q, k, v, scale=1.0, causal=causal, mask=m, compute_dtype=torch.float32)
+        assert not _judge(right, q, k, v, causal, m).violations
+        scores = q @ k.repeat_interleave(2, dim=1).transpose(-1, -2)
+        best = scores.argmax(-1)  # over every key, visible or not
+        wrong = torch.gather(v.repeat_interleave(2, dim=1), 2, best[..., None].expand(-1, -1, -1, 8))
+        hidden = ~reference.key_visibility(q, k, causal, m).expand_as(scores).gather(-1, best[..., None])[..., 0]
+        assert hidden.any()
+        assert "range" in {x.kind for x in _judge(wrong, q, k, v, causal, m).violations}
+        assert not _judge(wrong, q, k, v, causal, m, tight=False).violations
+
+
+@pytest.mark.parametrize("dtype, allowed", [("float16", False), ("bfloat16", True), ("float32", True)])
+def test_flush_to_zero_is_allowed_in_the_compute_format_only(dtype: str, allowed: bool) -> None:
+    """A float32 unit that flushes subnormals is within the claim (bfloat16 shares float32's range);
+    a float16 output of 4.5e-5 (subnormal in float16, normal in float32) stored as 0 is 762 ulps off."""
+    f = get_format(dtype)
+    x = torch.tensor([[0.0, -10.0], [0.0, -100.0]], dtype=f.torch_dtype)
+    if dtype != "float16":
+        x[1, 1] = -89.0  # exp(-89) ~ 2.2e-39: subnormal in float32 and bfloat16
+
+    def flushing(t: torch.Tensor) -> torch.Tensor:
+        y = torch.softmax(t.double(), -1)
+        y = torch.where(y.abs() < f.smallest_normal, torch.zeros_like(y), y)
+        return y.to(t.dtype)
+
+    out = engine.check_softmax_input(Target("flushing", "softmax", flushing, Capabilities(), "test"), x,
+                                     compare_naive=False)
+    assert out.evaluation.flushed >= 1
+    assert out.evaluation.ok == allowed, out.evaluation.violations

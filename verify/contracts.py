@@ -182,8 +182,11 @@ def evaluate_softmax(
         ev.violations.append(_worst("range", out_of_range, (g - 0.5).abs(), g, truth.probs.hi, None, None, ""))
 
     err = metrics.ulp_error(got, truth.probs, fmt)
+    # Zeros where the exact value is subnormal in T are counted, and measured like any other
+    # output: the tolerance's tiny_c term admits a flush in the compute format (float32
+    # subnormals, which cover bfloat16's), but not a float16 output of 4.5e-5 stored as 0.
     flushed = metrics.flushed_to_zero(got, truth.probs, fmt) & finite_row
-    measured = finite_row & torch.isfinite(err) & ~flushed
+    measured = finite_row & torch.isfinite(err)
     ev.flushed = int(flushed.sum())
     ev.negative_zeros = int(((g == 0) & torch.signbit(g) & finite_row).sum())
     ratio = err / tol_ulps
@@ -257,12 +260,18 @@ def evaluate_attention(
         )
 
     # Ill-conditioned elements (infinite tolerance) are still a convex combination of the
-    # values: outside their hull is wrong whatever the conditioning.  Checked against all keys
-    # of the head (a cheap superset), with room for float32-level rounding of the sums and for
-    # weights that sum to 1 + O(u) once P is rounded (hull_slack).
+    # values: outside their hull is wrong whatever the conditioning.  Checked against the hull
+    # of the visible keys the row's scores can weigh (the truth's value_lo/value_hi, from
+    # tolerance.attention_value_hull) or, without it, of all keys of the head (a superset),
+    # with room for float32-level rounding of the sums and for weights that sum to 1 + O(u)
+    # once P is rounded (hull_slack).
     outside = torch.zeros_like(finite_el)
+    tight = truth.value_lo is not None and truth.value_hi is not None
     if v is not None:
-        vmin, vmax = (t.to(g.device) for t in value_range(v, g.shape[1]))
+        if tight:
+            vmin, vmax = truth.value_lo.to(g.device), truth.value_hi.to(g.device)
+        else:
+            vmin, vmax = (t.to(g.device) for t in value_range(v, g.shape[1]))
         nk = v.shape[-2]
         slack = (hull_slack + (nk + 8) * 2.0**-20) * torch.maximum(vmin.abs(), vmax.abs()) + fmt.smallest_subnormal
         outside = finite_el & torch.isinf(tol_units) & torch.isfinite(g) & ((g < vmin - slack) | (g > vmax + slack))
@@ -272,8 +281,10 @@ def evaluate_attention(
         at = tuple(viol.index)
         lo = float((vmin - slack).expand_as(g)[at])
         hi = float((vmax + slack).expand_as(g)[at])
-        ev.violations.append(Violation("range", f"outside the range of the values, which no softmax weighting "
-                                       f"can reach: {viol.message}; allowed [{lo:.9g}, {hi:.9g}]",
+        what = ("the values of the visible keys its scores can weigh (the others' scores are too far below "
+                "the best, even with their rounding errors)" if tight else "the values")
+        ev.violations.append(Violation("range", f"outside the range of {what}, which no softmax weighting "
+                                       f"can leave: {viol.message}; allowed [{lo:.9g}, {hi:.9g}]",
                                        viol.index, viol.got, viol.expected))
 
     err = metrics.condition_error(got, truth.out, truth.cond, fmt)

@@ -3,7 +3,8 @@
 * ``ulp_error``: |got - exact| / ulp_T(exact), libm-test convention (``verify.rounding``).
   Only finite pairs are measured; inf, NaN and signed zeros are checked by
   ``verify.contracts``.  Outputs a flush-to-zero unit produced (got == 0 where the
-  exact value is subnormal in T) are reported by ``flushed_to_zero`` and excluded.
+  exact value is subnormal in T) are counted by ``flushed_to_zero``; the tolerance decides
+  whether the flush is allowed (in the compute format it is, in a float16 output it is not).
 * ``condition_error`` (attention): |o - exact| / max(u_T * sum_j p_j |v_j|, tiny_T),
   the error in units of the unit roundoff of T scaled by the output's condition;
   componentwise relative error is meaningless for outputs that cancel to ~0.

@@ -120,6 +120,10 @@ class AttentionTruth:
     probs: torch.Tensor | None  # (B, Hq, Nq, Nk) softmax weights (0 where not visible)
     shifted: torch.Tensor | None  # (B, Hq, Nq, Nk) scaled score minus the row max (-inf where not visible)
     abs_scores: torch.Tensor | None  # (B, Hq, Nq, Nk) |scale| * sum_d |q_d k_jd|
+    # (B, Hq, Nq, Dv) float64: where the output of an ill-conditioned row must lie
+    # (tolerance.attention_value_hull, for one target's model); None: the hull of all the values
+    value_lo: torch.Tensor | None = None
+    value_hi: torch.Tensor | None = None
 
 
 # --------------------------------------------------------------------------------------

@@ -39,12 +39,14 @@ naive same-dtype implementation's, plus FA3's fwd_atol) is reported beside it by
 Rows where the bound on a score's error exceeds ILL_CONDITIONED_ARGUMENT_ERROR
 are ill-conditioned in the compute precision (e.g. |scale q.k| ~ 1e30 in
 float32): they get an infinite tolerance, are counted separately, and only the
-contract's hull check applies (an attention output is a convex combination of
-the visible values).
+contract's hull check applies: the output is a convex combination of the values of
+the visible keys whose scores, even with their error bounds, can weigh
+(``attention_value_hull``).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -277,11 +279,92 @@ def attention_tolerance_units(
     # P's rounding to the input dtype is an exact first-order bound: no safety factor (module doc).
     tol = 1.0 + (model.safety * num + u_p * (1.0 + fmt.unit_roundoff) * cond) / denom
     # Where a score's error bound reaches ~1, exp() turns it into an O(1) relative error and a
-    # first-order bound says nothing: any convex combination of the values is then defensible
-    # (the contract still checks the hull).  Such rows get an infinite tolerance and are counted.
-    arg_err = truth.abs_scores * (2 * u_dot_in + _gamma(D, u_c) + u_c) + u_c * 2 * absd
-    arg_err = torch.where(truth.visible, arg_err, torch.zeros_like(arg_err))
-    ill = (arg_err.amax(-1, keepdim=True) > ILL_CONDITIONED_ARGUMENT_ERROR) | ~torch.isfinite(arg_err).all(-1, keepdim=True)
-    tol = torch.where(ill, torch.full_like(tol, float("inf")), tol)
+    # first-order bound says nothing about the output's digits; the contract checks such rows
+    # against the hull of the values their keys can weigh (attention_value_hull).  Such rows get
+    # an infinite tolerance and are counted.
+    tol = torch.where(_ill_rows(score_error_bound(q.dtype, D, truth, model))[..., None],
+                      torch.full_like(tol, float("inf")), tol)
     finite = (truth.row_status == 0)[..., None] & ~truth.expected_nonfinite
     return torch.where(finite, tol, torch.full_like(tol, float("nan")))
+
+
+def score_error_bound(q_dtype: torch.dtype, head_dim: int, truth: AttentionTruth, model: ToleranceModel) -> torch.Tensor:
+    """(B, Hq, Nq, Nk): first-order bound on the error of exp's argument for each visible key,
+    ``|scale| sum_d |q_d k_jd| (2 u_dot_in + gamma_D + u_c) + 2 u_c |d_j|`` (the score's dot
+    product, then the shift by the row max); 0 for keys the row does not see."""
+    if truth.abs_scores is None or truth.shifted is None:
+        raise ValueError("the score error bound needs the truth's per-score fields (a whole case or one slice)")
+    fin = get_format(q_dtype)
+    u_c = model.compute.unit_roundoff
+    u_dot_in = model.dot.unit_roundoff if fin.precision > model.dot.precision else 0.0
+    visible = truth.visible if truth.visible is not None else torch.isfinite(truth.shifted)
+    absd = torch.where(torch.isfinite(truth.shifted), truth.shifted.abs(), torch.zeros_like(truth.shifted))
+    bound = truth.abs_scores * (2 * u_dot_in + _gamma(head_dim, u_c) + u_c) + u_c * 2 * absd
+    return torch.where(visible, bound, torch.zeros_like(bound))
+
+
+def _ill_rows(bound: torch.Tensor) -> torch.Tensor:
+    """(B, Hq, Nq): rows where some visible score's argument error may pass
+    ILL_CONDITIONED_ARGUMENT_ERROR (or is unbounded)."""
+    return (bound.amax(-1) > ILL_CONDITIONED_ARGUMENT_ERROR) | ~torch.isfinite(bound).all(-1)
+
+
+#: The value hull of an ill-conditioned row (attention_value_hull): a computed score is taken to
+#: be within HULL_MARGIN times its first-order error bound of the exact one, and keys that even
+#: so fall HULL_CUTOFF below the least the row's best score can be are left out of the hull,
+#: their largest possible total weight (at most exp(-HULL_CUTOFF) each) added to its slack.
+HULL_MARGIN = 4.0
+HULL_CUTOFF = 40.0
+#: Elements of the (rows, keys, Dv) selection a chunk of attention_value_hull builds at once.
+HULL_CHUNK = 1 << 22
+
+
+def attention_value_hull(
+    q: torch.Tensor, v: torch.Tensor, truth: AttentionTruth, model: ToleranceModel
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per output element (B, Hq, Nq, Dv): bounds that the output of a kernel within ``model``
+    lies in, for the rows the tolerance calls ill-conditioned (infinite tolerance); -inf and
+    +inf for every other element (the tolerance governs those).
+
+    Contract: an attention output is sum_j w_j v_j / sum_j w_j with w_j = exp(s'_j - max s'),
+    s'_j the computed score of a visible key.  With |s'_j - s_j| <= delta_j (HULL_MARGIN times
+    score_error_bound) and L = max_j (s_j - delta_j) - max s, the row's best computed score is at
+    least L above the exact max, so a key with d_j + delta_j < L - HULL_CUTOFF weighs at most
+    exp(d_j + delta_j - L) against a total of at least 1.  The output is then within the hull of
+    the other visible keys' values, give or take 2 tau max_j |v_jd|, tau the sum of those
+    weights' bounds.  Masked keys never enter.  The rounding of the sums and of P is left to the
+    contract's slack (``hull_relative_slack``).  A row with one clear winner is held to that
+    key's value row, where the hull of all keys let a kernel answer with any value row (a
+    masked one included) once the scores were ill-conditioned.
+    """
+    shape = truth.out.hi.shape
+    lo = torch.full(shape, -math.inf, dtype=torch.float64, device=truth.out.hi.device)
+    hi = torch.full_like(lo, math.inf)
+    bound = score_error_bound(q.dtype, q.shape[-1], truth, model)
+    rows = _ill_rows(bound) & (truth.row_status == 0)
+    if not rows.any():
+        return lo, hi
+    group = shape[1] // v.shape[1]
+    v64 = torch.nan_to_num(v.detach().to(torch.float64).to(lo.device), nan=0.0, posinf=0.0, neginf=0.0)
+    nk = v64.shape[-2]
+    for b, h in torch.nonzero(rows.any(-1)).tolist():
+        values = v64[b, h // group]  # (Nk, Dv)
+        which = torch.nonzero(rows[b, h]).flatten()
+        step = max(1, HULL_CHUNK // (nk * values.shape[-1]))
+        for start in range(0, which.numel(), step):
+            i = which[start:start + step]
+            d = truth.shifted[b, h, i]
+            visible = torch.isfinite(d)
+            delta = HULL_MARGIN * bound[b, h, i]
+            finite = torch.isfinite(delta).all(-1, keepdim=True)
+            least = torch.where(visible, d - delta, torch.full_like(d, -math.inf)).amax(-1, keepdim=True)
+            reach = torch.where(visible, d + delta - least, torch.full_like(d, -math.inf))
+            kept = visible & ((reach >= -HULL_CUTOFF) | ~finite)
+            tau = torch.where(visible & ~kept, torch.exp(reach), torch.zeros_like(d)).sum(-1, keepdim=True)
+            mag = torch.where(visible[..., None], values.abs(), torch.zeros(())).amax(-2)
+            sel = kept[..., None]
+            low = torch.where(sel, values, torch.full((), math.inf, dtype=torch.float64)).amin(-2)
+            high = torch.where(sel, values, torch.full((), -math.inf, dtype=torch.float64)).amax(-2)
+            lo[b, h, i] = low - 2 * tau * mag
+            hi[b, h, i] = high + 2 * tau * mag
+    return lo, hi

@@ -15,12 +15,15 @@ which gives the same visibility, hence the same numbers, as the whole case.  The
 fallback's work cap is shared in order, so the same rows are refined as in one call
 (undecided rows in row-major order until the cap).
 
-Only what the contract and the naive comparison read is kept from each slice; the per-score
+Only what the contract and the naive comparison read is kept from each slice (with the value
+hull of its ill-conditioned rows, ``tolerance.attention_value_hull``); the per-score
 intermediates (``probs``, ``shifted``, ``abs_scores``, ``visible``) are dropped, so the
 merged truth has ``None`` there.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import torch
 
@@ -70,6 +73,9 @@ _KEPT = ("out", "cond", "lse", "row_status", "expected_nonfinite", "expected_nan
 def merge(parts: list[oracle.AttentionTruth], dim: int) -> oracle.AttentionTruth:
     """The truths of slices of one case, put together along ``dim`` (1: the heads)."""
     fields = {name: _cat([getattr(p, name) for p in parts], dim) for name in _KEPT}
+    for name in ("value_lo", "value_hi"):
+        if all(getattr(p, name) is not None for p in parts):
+            fields[name] = _cat([getattr(p, name) for p in parts], dim)
     return oracle.AttentionTruth(**fields, input_has_nonfinite=any(p.input_has_nonfinite for p in parts),
                                  target=parts[0].target, visible=None, probs=None, shifted=None,
                                  abs_scores=None)
@@ -109,7 +115,9 @@ def attention_truth_and_tolerance(
                                        max_fallback_work=cap, fallback_only=pick)
         lse_tol = (None if lse_format is None
                    else tolerance.attention_lse_tolerance_units(qs.dtype, truth, lse_format, model))
-        return truth, tolerance.attention_tolerance_units(qs, vs, truth, fmt, model), lse_tol
+        tol = tolerance.attention_tolerance_units(qs, vs, truth, fmt, model)
+        lo, hi = tolerance.attention_value_hull(qs, vs, truth, model)
+        return dataclasses.replace(truth, value_lo=lo, value_hi=hi), tol, lse_tol
 
     if whole:
         return one(q, k, v, causal, mask, max_fallback_work)
