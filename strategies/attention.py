@@ -141,10 +141,15 @@ LONG_KEY_QK_SPREAD = (2.0, 4.0)
 #: ``MANY_HEADS_MAX_KV_HEADS`` x ``MANY_HEADS_MAX_GROUP`` (batch, head) pairs of short
 #: sequences, ``MANY_HEADS_MAX_PAIRS`` at most.  Tiling bugs past a few key blocks, and
 #: per-program state that leaks across (batch, head) pairs of a persistent grid, show only
-#: there.  A persistent grid has a program or two a SM (108 to 170 SMs on current data-centre
-#: GPUs), so the probe's simplest case has 256 pairs (8 x 4 x 8 with GQA, else 8 x 32): every
-#: program takes a second one.  With 4 x 8 x 8 at most (32 in the simplest case), none of 300
-#: examples had more than 132 (2026-11-30).
+#: there.  A persistent grid has a few programs a SM (108 to 170 SMs on current data-centre
+#: GPUs; 512 programs is 4 a SM on the H200), so the probe's simplest case has 1024 pairs
+#: (8 x 4 x 32 with GQA, else 8 x 128): every program of a grid of up
+#: to 1023 takes a second one.  With 4 x 8 x 8 at most (32 in the simplest case), none of 300
+#: examples had more than 132 (2026-11-30); with 256 at most, a blind mutant whose programs of
+#: a 512-wide grid kept their running sum from one pair to the next lived (2026-12-03).  Groups
+#: go to 32 query heads a K/V head (multi-query models have more): a kernel that packed at most
+#: 8 query heads of a group and mapped head h to h // min(group, 8) lived with groups of 8 at
+#: most (a blind mutant, 2026-12-03).
 PROBE_ODDS = 10
 #: Lengths set equal to another dim (see _coincident_lengths): the (length, dim) pairs, and one
 #: case in COINCIDENCE_ODDS draws one of them (each pair one case in 48).
@@ -215,12 +220,13 @@ MID_QUERIES_MAX_KEYS = 32
 #: speculative decoding verifies), and up to this many times ``max_seq`` keys.
 DECODE_MAX_QUERIES = 4
 DECODE_KEYS_FACTOR = 8
+DECODE_CAUSAL_ODDS = 3
 MID_KEYS_MAX_QUERIES = 16
 MID_KEYS_MAX_HEAD_DIM = 64
 MANY_HEADS_MAX_BATCH = 8
-MANY_HEADS_MAX_KV_HEADS = 32
-MANY_HEADS_MAX_GROUP = 8
-MANY_HEADS_MAX_PAIRS = 256
+MANY_HEADS_MAX_KV_HEADS = 128
+MANY_HEADS_MAX_GROUP = 32
+MANY_HEADS_MAX_PAIRS = 1024
 MANY_HEADS_MAX_SEQ = 16
 #: The grid-heads probe (``probe="grid-heads"`` only, never drawn at random): more (batch, head)
 #: pairs than a CUDA grid axis holds (``lengths.GRID_COUNTS``), all on the batch, all on the
@@ -1191,9 +1197,13 @@ def _sequence_lengths(draw: st.DrawFn, lo: int, hi: int, decode_hi: int) -> tupl
     may run that much longer).  Kernels take another path there (split-KV "flash decoding":
     the keys cut into splits whose partial results are merged), which ordinary shapes never
     reach: independent lengths gave Nq = 1 in 9 of 300 examples, none with more than 128 keys.
-    A decode step takes no causal flag: top-left, it would show its queries the first few keys
-    only (a decode step's causal mask is bottom-right: the mask recipe ``causal`` with offset
-    Nk - Nq draws it).
+    A decode step seldom takes the causal flag (one causal draw in ``DECODE_CAUSAL_ODDS``):
+    top-left, it shows its queries the first few keys only (a decode step's causal mask is
+    bottom-right: the mask recipe ``causal`` with offset Nk - Nq draws it).  But never would
+    hide a kernel that drops the flag for one query, taking the query for the last position
+    (bottom-right), whose output then weighs every key: in three 100-example searches (seeds
+    1-3) only the float64 cells of two caught it (a blind mutant, 2026-12-03).  Split-KV paths
+    then also get splits that see no key.
     """
     seq_k = draw(lengths(lo, hi))
     relation = draw(st.integers(0, 3))
@@ -1309,6 +1319,7 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         # groups of 3 and more with 2 K/V heads and more (h // group, not h % Hkv) need 6
         # query heads, more than the size profiles give.
         group = largest_first(draw, 1, MANY_HEADS_MAX_GROUP) if c.gqa else 1
+        group = max(1, min(group, c.many_heads_pairs // batch))
         heads_kv = largest_first(draw, 1, MANY_HEADS_MAX_KV_HEADS)
         heads_kv = max(1, min(heads_kv, c.many_heads_pairs // (batch * group)))
         # The longest first: with one key every query's output is that key's value, whatever Q
@@ -1395,7 +1406,10 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
     # every key, where bottom-right shows most queries nothing, and a kernel that aligns the
     # diagonal the wrong way differs on every query tile.  The same one draw either way.
     causal_first = c.probe == "many-tiles" or (c.probe == "mid-queries" and not c.causal_square_only)
-    causal = (draw(st.booleans()) != causal_first) and not decode if c.causal else False
+    causal = (draw(st.booleans()) != causal_first) if c.causal else False
+    if causal and decode:
+        # A decode step takes the causal flag one time in DECODE_CAUSAL_ODDS (see _sequence_lengths).
+        causal = rare(draw, DECODE_CAUSAL_ODDS)
     if c.probe == "causal-offset":
         causal = True  # the probe itself (available only where caps take a causal flag)
     if causal and c.causal_square_only:

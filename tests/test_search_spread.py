@@ -79,7 +79,7 @@ def test_many_heads_pairs_follow_the_measured_speed_within_the_floor_and_the_cap
     assert search.many_heads_pairs(64, 0.0, 0, None) == 64
 
 
-@pytest.mark.parametrize(("seconds", "pairs"), [(1e6, 256), (1e-9, 64)])
+@pytest.mark.parametrize(("seconds", "pairs"), [(1e6, search.strategies.attention.MANY_HEADS_MAX_PAIRS), (1e-9, 64)])
 def test_the_probe_round_sizes_the_many_heads_probe_by_the_targets_speed(monkeypatch, seconds: float,
                                                                          pairs: int) -> None:
     # A fast target gets MANY_HEADS_MAX_PAIRS on the CPU profile, a slow one the profile's 64:

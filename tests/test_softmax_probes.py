@@ -437,3 +437,13 @@ def test_ordinary_examples_stay_ordinary() -> None:
         s = case.spec
         assert s.heads == 0 and s.rows <= 8 and s.length <= 50 and s.batch <= 3
         assert s.layout not in SOFTMAX_LEADING_LAYOUTS or s.batch >= 1
+
+
+@pytest.mark.parametrize("cap", [None, 16385, 9000])
+def test_a_forced_long_row_probe_starts_with_the_longest_row(cap: int | None) -> None:
+    """The probe round's one long-row example is the longest row the caps allow (past 2**14:
+    the split-row path of a kernel whose single pass stops there)."""
+    caps = Capabilities() if cap is None else Capabilities(max_length=cap)
+    first = find(softmax_cases(dtypes=("float32",), max_length=300, caps=caps, probe="long-row"), lambda c: True,
+                 settings=settings(max_examples=1, phases=[Phase.generate], **_QUIET))
+    assert first.spec.length == min(cap or LONG_LENGTH_MAX, LONG_LENGTH_MAX)
