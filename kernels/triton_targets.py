@@ -32,7 +32,9 @@ def _probe(device: str) -> str | None:
 
 
 # Our kernels return their log-sum-exp beside the output (``returns_lse``), so every check of
-# them checks the LSE too: the statistic a backward pass or a split-KV merge consumes.
+# them checks the LSE too: the statistic a backward pass or a split-KV merge consumes.  They
+# document zeros for a row with nothing visible (``masked_rows="zero"``): with "either", a copy
+# of the softmax whose shift lost its -inf guard gave NaN rows and passed (2026-12-03).
 def _softmax(x, precise=True):
     from kernels.triton_softmax import softmax
 
@@ -61,7 +63,7 @@ INTERPRETED_PRECISE_MAX_LENGTH = 16385
 
 register(Target(
     "triton-softmax", "softmax", _softmax,
-    Capabilities(dtypes=SOFTMAX_DTYPES, devices=DEVICES, returns_lse=True,
+    Capabilities(dtypes=SOFTMAX_DTYPES, devices=DEVICES, returns_lse=True, masked_rows="zero",
                  max_length=INTERPRETED_PRECISE_MAX_LENGTH if INTERPRETER else 1 << 20,
                  notes=("the interpreter truncates float32 -> bfloat16: bfloat16 is checked on the GPU",
                         f"rows of at most {INTERPRETED_PRECISE_MAX_LENGTH} under the interpreter: 16-bit index "
@@ -72,13 +74,13 @@ register(Target(
 ))
 register(Target(
     "triton-softmax-fast", "softmax", functools.partial(_softmax, precise=False),
-    Capabilities(dtypes=("float32",), devices=DEVICES, max_length=1 << 20, returns_lse=True),
+    Capabilities(dtypes=("float32",), devices=DEVICES, max_length=1 << 20, returns_lse=True, masked_rows="zero"),
     "our Triton streaming softmax, float32 fast path: hardware exp2, plain sum, reciprocal multiply",
     _probe, kind="triton",
 ))
 register(Target(
     "triton-attention", "attention", functools.partial(_attention, allow_tf32=False),
-    Capabilities(dtypes=ATTN_DTYPES, devices=DEVICES, head_dim_max=256, returns_lse=True,
+    Capabilities(dtypes=ATTN_DTYPES, devices=DEVICES, head_dim_max=256, returns_lse=True, masked_rows="zero",
                  notes=INTERP_NOTE if INTERPRETER else ()),
     "our Triton FlashAttention forward (online softmax, float32 m/l/acc, P in the input dtype; IEEE fp32 dot)",
     _probe, kind="triton",
@@ -86,6 +88,7 @@ register(Target(
 register(Target(
     "triton-attention-tf32", "attention", functools.partial(_attention, allow_tf32=True),
     Capabilities(dtypes=("float32",), devices=DEVICES, head_dim_max=256, dot_precision="tfloat32", returns_lse=True,
+                 masked_rows="zero",
                  notes=("held to the TF32 bound: Q K^T and P V operands rounded to 11 bits",)),
     "our Triton FlashAttention forward, float32 with TF32 tensor-core dots",
     _probe, kind="triton",

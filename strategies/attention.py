@@ -1407,9 +1407,10 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
     # diagonal the wrong way differs on every query tile.  The same one draw either way.
     causal_first = c.probe == "many-tiles" or (c.probe == "mid-queries" and not c.causal_square_only)
     causal = (draw(st.booleans()) != causal_first) if c.causal else False
-    if causal and decode:
-        # A decode step takes the causal flag one time in DECODE_CAUSAL_ODDS (see _sequence_lengths).
-        causal = rare(draw, DECODE_CAUSAL_ODDS)
+    # A decode step takes the causal flag one time in DECODE_CAUSAL_ODDS (see _sequence_lengths);
+    # drawn for every case, so that a decode step costs the choices any case does.
+    decode_causal = rare(draw, DECODE_CAUSAL_ODDS)
+    causal = causal and (decode_causal or not decode)
     if c.probe == "causal-offset":
         causal = True  # the probe itself (available only where caps take a causal flag)
     if causal and c.causal_square_only:

@@ -246,3 +246,16 @@ def test_flush_to_zero_is_allowed_in_the_compute_format_only(dtype: str, allowed
                                      compare_naive=False)
     assert out.evaluation.flushed >= 1
     assert out.evaluation.ok == allowed, out.evaluation.violations
+
+
+@pytest.mark.parametrize("declared, passes", [("either", True), ("zero", False)])
+def test_a_target_is_held_to_the_masked_rows_it_declares(declared: str, passes: bool) -> None:
+    """A row of -inf may give zeros or NaN under "either"; a target declaring zeros is held to them."""
+    x = torch.tensor([[0.0, 1.0], [-math.inf, -math.inf]])
+
+    def nan_rows(t: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(t, -1)  # NaN for the row of -inf
+
+    target = Target("nan-rows", "softmax", nan_rows, Capabilities(masked_rows=declared), "test")
+    assert engine.check_softmax_input(target, x, compare_naive=False).evaluation.ok == passes
+    assert not engine.check_softmax_input(target, x, masked_rows="nan", compare_naive=False).evaluation.violations

@@ -1038,10 +1038,13 @@ def test_most_attention_cases_keep_their_scores_within_judgement(monkeypatch) ->
     process has imported (Hypothesis also draws constants it finds in loaded modules) and on
     how often Hypothesis repeats a wild case with small changes.  Measured 2026-11-30: tamed
     4.7% against 40% all wild, run alone; 11.3% against 36% with every test module loaded, as
-    CI runs it."""
-    tamed = _share_beyond_judgement(1)
+    CI runs it.  One seed's 150 cases are few for that: Hypothesis mutates earlier cases, so one
+    wild case comes back with small changes.  A choice added to decode steps moved seed 1 from
+    3% to 17-21% and seeds 2 and 3 from 4-11% to 1-14% (2026-12-03): three seeds are averaged."""
+    seeds = (1, 2, 3)
+    tamed = sum(_share_beyond_judgement(s) for s in seeds) / len(seeds)
     monkeypatch.setattr(attention_module, "WILD_ODDS", 1)
-    wild = _share_beyond_judgement(1)
+    wild = sum(_share_beyond_judgement(s) for s in seeds) / len(seeds)
     assert tamed < 0.2 and tamed < wild / 2, (tamed, wild)
 
 
@@ -1111,3 +1114,14 @@ def test_attention_draws_3d_masks_and_lengths_a_tile_apart() -> None:
     assert case.build().mask.shape == (case.spec.heads_q, case.spec.seq_q, case.spec.seq_k)
     assert find(strat, lambda c: c.spec.causal and c.spec.seq_q >= c.spec.seq_k + 64, settings=cfg)
     assert find(strat, lambda c: c.spec.seq_k >= c.spec.seq_q + 64, settings=cfg)
+
+
+def test_decode_steps_sometimes_take_the_causal_flag() -> None:
+    """Top-left causal shows a decode step's queries the first keys only: a kernel that drops the
+    flag for one query (taking it for the last position) must meet such a case."""
+    cfg = settings(max_examples=600, database=None, phases=[Phase.generate], deadline=None,
+                   suppress_health_check=list(HealthCheck))
+    found = find(S.attention_cases(dtypes=("float16",), max_seq=32),
+                 lambda c: c.spec.seq_q <= attention_module.DECODE_MAX_QUERIES and c.spec.seq_k > 32 and c.spec.causal,
+                 settings=cfg)
+    assert found.spec.causal and found.spec.seq_k > 32  # keys past max_seq: a decode step's

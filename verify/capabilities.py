@@ -43,6 +43,10 @@ class Capabilities:
     # The LSE of a row with nothing visible: "-inf", the log of an empty sum, or "+inf", the
     # flash-attention convention (its backward then computes exp(s - lse) = 0 for the row).
     empty_row_lse: str = "-inf"
+    # What a row with nothing visible (all -inf, or every key masked) gives: "zero", "nan", or
+    # "either" (consistently within the row).  A target that documents one is held to it where
+    # the check's own masked_rows is "either" (``--masked-rows`` overrides it).
+    masked_rows: str = "either"
     # ---- attention only ---------------------------------------------------------------
     causal: bool = True
     bool_mask: bool = True
@@ -80,6 +84,8 @@ class Capabilities:
             raise ValueError("need 1 <= head_dim_min <= head_dim_max")
         if self.empty_row_lse not in ("-inf", "+inf"):
             raise ValueError(f"empty_row_lse must be '-inf' or '+inf', not {self.empty_row_lse!r}")
+        if self.masked_rows not in ("zero", "nan", "either"):
+            raise ValueError(f"masked_rows must be 'zero', 'nan' or 'either', not {self.masked_rows!r}")
         for name in ("max_batch", "max_heads", "max_pairs"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ValueError(f"{name} must be None or >= 1")

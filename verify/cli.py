@@ -52,7 +52,8 @@ def _add_check(sub) -> None:
     p.add_argument("--seed", type=int, default=None,
                    help="seed of the draws (probe sizes still follow the measured speed; see the README)")
     p.add_argument("--masked-rows", choices=("nan", "zero", "either"), default="either",
-                   help="what a fully masked row must give (default: either, consistently within the row)")
+                   help="what a fully masked row must give (default: what the target declares, "
+                        "else either, consistently within the row)")
     p.add_argument("--report", metavar="DIR", help="write DIR/report.json")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds one target call may take (default 120)")
     p.add_argument("--profile", choices=("cpu", "gpu"), default=None,

@@ -49,6 +49,12 @@ class DeviceContextLost(BaseException):
         self.case: Any = None
 
 
+def masked_rows_for(target: Target, masked_rows: str) -> str:
+    """What a fully masked row must give in a check of ``target``: ``masked_rows`` where it is
+    "zero" or "nan", else what the target declares (``Capabilities.masked_rows``)."""
+    return masked_rows if masked_rows != "either" else target.caps.masked_rows
+
+
 def _uses_cuda(values) -> bool:
     return any(isinstance(t, torch.Tensor) and t.is_cuda for t in values)
 
@@ -708,6 +714,7 @@ def check_softmax_input(
     """Run a softmax target on x and evaluate its output (and LSE, for a target declaring
     ``returns_lse``).  ``tile`` > 1: the target gets x (2-D) repeated that many times along
     the rows (the wide-offsets probe)."""
+    masked_rows = masked_rows_for(target, masked_rows)
     if tile > 1:
         return _check_wide_softmax(target, x, tile, masked_rows, timeout)
     snapshot = StorageSnapshot({"x": x})
@@ -858,6 +865,7 @@ def check_attention_input(
     """Run an attention target and evaluate its output (and LSE, for a target declaring
     ``returns_lse``).  ``tile`` > 1: the target gets Q, K and V (batch 1) with their heads
     repeated that many times (the wide-offsets probe)."""
+    masked_rows = masked_rows_for(target, masked_rows)
     if tile > 1:
         return _check_wide_attention(target, q, k, v, tile, dict(scale=scale, causal=causal, mask=mask),
                                      masked_rows, timeout, max_fallback_work)
