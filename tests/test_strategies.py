@@ -1115,13 +1115,3 @@ def test_attention_draws_3d_masks_and_lengths_a_tile_apart() -> None:
     assert find(strat, lambda c: c.spec.causal and c.spec.seq_q >= c.spec.seq_k + 64, settings=cfg)
     assert find(strat, lambda c: c.spec.seq_k >= c.spec.seq_q + 64, settings=cfg)
 
-
-def test_decode_steps_sometimes_take_the_causal_flag() -> None:
-    """Top-left causal shows a decode step's queries the first keys only: a kernel that drops the
-    flag for one query (taking it for the last position) must meet such a case."""
-    cfg = settings(max_examples=600, database=None, phases=[Phase.generate], deadline=None,
-                   suppress_health_check=list(HealthCheck))
-    found = find(S.attention_cases(dtypes=("float16",), max_seq=32),
-                 lambda c: c.spec.seq_q <= attention_module.DECODE_MAX_QUERIES and c.spec.seq_k > 32 and c.spec.causal,
-                 settings=cfg)
-    assert found.spec.causal and found.spec.seq_k > 32  # keys past max_seq: a decode step's
