@@ -227,6 +227,9 @@ MANY_HEADS_MAX_BATCH = 8
 MANY_HEADS_MAX_KV_HEADS = 128
 MANY_HEADS_MAX_GROUP = 32
 MANY_HEADS_MAX_PAIRS = 1024
+#: attention_cases' default: a direct user's cases stay as cheap as before (a pair is a program
+#: of the Triton interpreter, ~18 ms); the search sizes the probe by speed up to the cap.
+MANY_HEADS_PAIRS = 256
 MANY_HEADS_MAX_SEQ = 16
 #: The grid-heads probe (``probe="grid-heads"`` only, never drawn at random): more (batch, head)
 #: pairs than a CUDA grid axis holds (``lengths.GRID_COUNTS``), all on the batch, all on the
@@ -578,7 +581,10 @@ def v_limit(fmt: FloatFormat, seq_k: int) -> float:
     The bound is a value of ``fmt`` (rounded down to one): entries are clipped to it and then
     rounded to ``fmt``, and a bound between two of its values let a clipped entry round up past
     it (bfloat16 with 2 keys: float32's largest / 4 rounded to 2**126, 2026-12-03)."""
-    return _floor_to_format(min(fmt.max_finite / 2.0, _compute_max(fmt) / (2.0 * seq_k)), fmt)
+    limit = _floor_to_format(min(fmt.max_finite / 2.0, _compute_max(fmt) / (2.0 * seq_k)), fmt)
+    if limit * seq_k > _compute_max(fmt) / 2.0:  # float64: the division rounded up
+        limit = _floor_to_format(math.nextafter(limit, 0.0), fmt)
+    return limit
 
 
 def _floor_to_format(x: float, fmt: FloatFormat) -> float:
@@ -834,7 +840,7 @@ def attention_cases(
     index_widths: bool = True,
     probes: bool = True,
     probe: str | None = None,
-    many_heads_pairs: int = MANY_HEADS_MAX_PAIRS,
+    many_heads_pairs: int = MANY_HEADS_PAIRS,
     grid_pairs: int = 0,
     tiles_seq: int = 0,
     wide_offsets: bool = False,
@@ -877,7 +883,8 @@ def attention_cases(
       usual), so that a search can try each probe whatever its luck with the rare draws
       (``attention_probes`` lists those the other arguments allow).  None: drawn rarely.
     * ``many_heads_pairs``: the most (batch, head) pairs of a many-heads probe, and its simplest
-      case (``MANY_HEADS_MAX_PAIRS``, past every GPU's SM count, by default).  Each pair is a
+      case (``MANY_HEADS_PAIRS``, past every GPU's SM count, by default; the search sizes it by
+      the target's speed, up to ``MANY_HEADS_MAX_PAIRS``).  Each pair is a
       program of a Triton kernel, which the interpreter runs one after the other (~18 ms
       each): ``verify.search`` sizes it by the target's measured speed.
     * ``grid_pairs``: the most (batch, head) pairs of a grid-heads case, drawn only when forced
@@ -915,7 +922,7 @@ def attention_probes(**kwargs: Any) -> tuple[str, ...]:
 
 
 def _attention_config(dtypes, caps, max_seq, max_batch, max_heads, head_dims, special_values,
-                      index_widths, probes, probe, many_heads_pairs=MANY_HEADS_MAX_PAIRS,
+                      index_widths, probes, probe, many_heads_pairs=MANY_HEADS_PAIRS,
                       grid_pairs=0, tiles_seq=0, wide_offsets=False) -> "_AttentionConfig":
     """attention_cases' arguments checked and resolved (see there)."""
     check_positive_int(many_heads_pairs, "many_heads_pairs")
@@ -1319,7 +1326,7 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         # groups of 3 and more with 2 K/V heads and more (h // group, not h % Hkv) need 6
         # query heads, more than the size profiles give.
         group = largest_first(draw, 1, MANY_HEADS_MAX_GROUP) if c.gqa else 1
-        group = max(1, min(group, c.many_heads_pairs // batch))
+        group = max(1, min(group, c.many_heads_pairs // (2 * batch)))  # two K/V heads where it can
         heads_kv = largest_first(draw, 1, MANY_HEADS_MAX_KV_HEADS)
         heads_kv = max(1, min(heads_kv, c.many_heads_pairs // (batch * group)))
         # The longest first: with one key every query's output is that key's value, whatever Q

@@ -106,8 +106,10 @@ def test_the_simplest_case_of_a_forced_probe_is_its_strongest() -> None:
     assert s.batch * s.heads_kv >= 2 and s.v.offset > 0
     many = find(attention_cases(dtypes=("float16",), max_seq=MAX_SEQ, probe="many-heads"), lambda c: True, **first)
     s = many.spec
-    assert s.batch * s.heads_q == A.MANY_HEADS_MAX_PAIRS >= 256  # more pairs than any GPU has SMs
-    assert s.heads_q // s.heads_kv == A.MANY_HEADS_MAX_GROUP and s.heads_kv >= 2  # h // group != h % Hkv
+    assert s.batch * s.heads_q == A.MANY_HEADS_PAIRS >= 256  # more pairs than any GPU has SMs
+    # h // group != h % Hkv (two K/V heads), groups as large as the pairs then allow: 16 here, 32
+    # at the search's 1024 pairs (past a kernel that packs 8 query heads a K/V load)
+    assert s.heads_kv >= 2 and s.heads_q // s.heads_kv == min(A.MANY_HEADS_MAX_GROUP, A.MANY_HEADS_PAIRS // (2 * s.batch))
     assert s.q.kind == "slab-levels"
     assert "attn:many-heads" in many.features
     assert s.seq_q == s.seq_k == A.MANY_HEADS_MAX_SEQ  # with one key, Q and K do not matter
