@@ -294,13 +294,18 @@ def score_error_bound(q_dtype: torch.dtype, head_dim: int, truth: AttentionTruth
     product, then the shift by the row max); 0 for keys the row does not see."""
     if truth.abs_scores is None or truth.shifted is None:
         raise ValueError("the score error bound needs the truth's per-score fields (a whole case or one slice)")
-    fin = get_format(q_dtype)
-    u_c = model.compute.unit_roundoff
-    u_dot_in = model.dot.unit_roundoff if fin.precision > model.dot.precision else 0.0
     visible = truth.visible if truth.visible is not None else torch.isfinite(truth.shifted)
-    absd = torch.where(torch.isfinite(truth.shifted), truth.shifted.abs(), torch.zeros_like(truth.shifted))
-    bound = truth.abs_scores * (2 * u_dot_in + _gamma(head_dim, u_c) + u_c) + u_c * 2 * absd
+    bound = _argument_error(truth.abs_scores, truth.shifted, q_dtype, head_dim, model)
     return torch.where(visible, bound, torch.zeros_like(bound))
+
+
+def _argument_error(abs_scores: torch.Tensor, shifted: torch.Tensor, q_dtype: torch.dtype, head_dim: int,
+                    model: ToleranceModel) -> torch.Tensor:
+    """score_error_bound's formula, elementwise, on any slice of the per-score fields."""
+    u_c = model.compute.unit_roundoff
+    u_dot_in = model.dot.unit_roundoff if get_format(q_dtype).precision > model.dot.precision else 0.0
+    absd = torch.where(torch.isfinite(shifted), shifted.abs(), torch.zeros_like(shifted))
+    return abs_scores * (2 * u_dot_in + _gamma(head_dim, u_c) + u_c) + u_c * 2 * absd
 
 
 def _ill_rows(bound: torch.Tensor) -> torch.Tensor:
@@ -320,11 +325,12 @@ HULL_CHUNK = 1 << 22
 
 
 def attention_value_hull(
-    q: torch.Tensor, v: torch.Tensor, truth: AttentionTruth, model: ToleranceModel
+    q: torch.Tensor, v: torch.Tensor, truth: AttentionTruth, model: ToleranceModel, tol: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Per output element (B, Hq, Nq, Dv): bounds that the output of a kernel within ``model``
-    lies in, for the rows the tolerance calls ill-conditioned (infinite tolerance); -inf and
-    +inf for every other element (the tolerance governs those).
+    lies in, for the rows ``tol`` (attention_tolerance_units of the same truth and model) calls
+    ill-conditioned (infinite tolerance); -inf and +inf for every other element (the tolerance
+    governs those).  Score error bounds are evaluated for those rows alone.
 
     Contract: an attention output is sum_j w_j v_j / sum_j w_j with w_j = exp(s'_j - max s'),
     s'_j the computed score of a visible key.  With |s'_j - s_j| <= delta_j (HULL_MARGIN times
@@ -340,8 +346,7 @@ def attention_value_hull(
     shape = truth.out.hi.shape
     lo = torch.full(shape, -math.inf, dtype=torch.float64, device=truth.out.hi.device)
     hi = torch.full_like(lo, math.inf)
-    bound = score_error_bound(q.dtype, q.shape[-1], truth, model)
-    rows = _ill_rows(bound) & (truth.row_status == 0)
+    rows = torch.isinf(tol).any(-1) & (truth.row_status == 0)
     if not rows.any():
         return lo, hi
     group = shape[1] // v.shape[1]
@@ -355,7 +360,8 @@ def attention_value_hull(
             i = which[start:start + step]
             d = truth.shifted[b, h, i]
             visible = torch.isfinite(d)
-            delta = HULL_MARGIN * bound[b, h, i]
+            delta = HULL_MARGIN * _argument_error(truth.abs_scores[b, h, i], d, q.dtype, q.shape[-1], model)
+            delta = torch.where(visible, delta, torch.zeros_like(delta))
             finite = torch.isfinite(delta).all(-1, keepdim=True)
             least = torch.where(visible, d - delta, torch.full_like(d, -math.inf)).amax(-1, keepdim=True)
             reach = torch.where(visible, d + delta - least, torch.full_like(d, -math.inf))

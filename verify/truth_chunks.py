@@ -116,7 +116,7 @@ def attention_truth_and_tolerance(
         lse_tol = (None if lse_format is None
                    else tolerance.attention_lse_tolerance_units(qs.dtype, truth, lse_format, model))
         tol = tolerance.attention_tolerance_units(qs, vs, truth, fmt, model)
-        lo, hi = tolerance.attention_value_hull(qs, vs, truth, model)
+        lo, hi = tolerance.attention_value_hull(qs, vs, truth, model, tol)
         return dataclasses.replace(truth, value_lo=lo, value_hi=hi), tol, lse_tol
 
     if whole:
