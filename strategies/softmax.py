@@ -66,7 +66,7 @@ from strategies.lengths import (
 from strategies.masks import MASK_KINDS, MaskSpec, keep_features, mask_specs
 from strategies.rounding import to_format
 from strategies.specials import SpecialSpec, special_kinds, special_specs
-from strategies.values import ValueRecipe, position_distinct, sample_groups, value_recipes
+from strategies.values import ValueRecipe, position_distinct, sample_groups, value_recipes, well_mixed
 from verify.capabilities import Capabilities
 from verify.dtypes import FloatFormat, get_format
 
@@ -93,6 +93,13 @@ LONG_ROW_ODDS = 8
 # profile's 8 x 300; two rows only where both fit): a profile that keeps ordinary inputs
 # small because its oracle is slow (float64 takes the mpmath path for every row: 4 x 130)
 # keeps its long rows much shorter (2080), as a long float64 row costs about 50 us per entry.
+#: One case in about this many with rows of at least ``MIXED_MIN_LENGTH`` entries has them well
+#: mixed (``values.well_mixed``: uniform entries within a factor 16 of the row's largest
+#: probability, no mask, no special value): ``verify.tolerance.softmax_bias_bound`` holds their
+#: sums to a probabilistic bound, which a sum rounded toward zero or truncated breaks and the
+#: worst case (gamma_{n-1}) does not.  MIXED_MIN_LENGTH is that check's BIAS_MIN_LENGTH.
+MIXED_ODDS = 4
+MIXED_MIN_LENGTH = 2048
 #: One example in this many holds many short rows (in all ``MANY_ROWS``, each of at most
 #: ``MANY_ROWS_MAX_LENGTH`` entries): state a persistent program keeps from one row to
 #: its next shows only when programs take several rows each.
@@ -723,6 +730,9 @@ def _softmax_cases(draw: st.DrawFn, c: _SoftmaxConfig) -> SoftmaxCase:
     if wide or tile > 1:
         # Rows that tell positions apart: a constant row read from the wrong place looks right.
         recipes = tuple(position_distinct(r, fmt) for r in recipes)
+    mixed = rare(draw, MIXED_ODDS) and length >= MIXED_MIN_LENGTH and not wide and tile == 1
+    if mixed:
+        recipes = tuple(well_mixed(r, fmt) for r in recipes)
     mode = "explicit" if c.elementwise else "recipes"
     if c.elementwise is None:
         mode = draw(st.sampled_from(("recipes", "explicit")))
@@ -753,6 +763,8 @@ def _softmax_cases(draw: st.DrawFn, c: _SoftmaxConfig) -> SoftmaxCase:
         specials, mask = (), MaskSpec()
     if tile > 1:
         specials = ()  # a NaN row is NaN whatever was read; masks stay (at least half the rows live)
+    if mixed and explicit is None:
+        specials, mask = (), MaskSpec()  # a masked or special entry takes the row out of the bias check
     layouts = ("contiguous",)
     if c.noncontiguous:
         # The leading-dim layouts are plain contiguous memory for a 2-D input.

@@ -486,6 +486,22 @@ POSITION_SPREAD_ULPS = 64
 POSITION_SPREAD = (1.0, 4.0)
 
 
+#: A well-mixed row's half-width: entries in [offset - s, offset + s] with s at most this, so
+#: every probability is within exp(2 s) < 16 of the row's largest (exp(2.7) = 14.9).
+MIXED_SPREAD = (0.2, 1.35)
+
+
+def well_mixed(recipe: ValueRecipe, fmt: FloatFormat) -> ValueRecipe:
+    """``recipe`` made into a well-mixed row: uniform entries with the drawn half-width clipped
+    to ``MIXED_SPREAD``, around the drawn offset clipped so that a 2**-10 share of the half-width
+    is at least an ulp of it (about 2**11 distinct values in the row's range).  The sum of such
+    a row's exponentials, rounded to nearest in any order, stays within a few sqrt(n) u; rounded
+    toward zero it is ~n u / 3 low (``verify.tolerance.softmax_bias_bound``)."""
+    scale = min(max(recipe.scale, MIXED_SPREAD[0]), MIXED_SPREAD[1])
+    bound = scale * 2.0 ** -10 / fmt.eps
+    return ValueRecipe("uniform", scale=scale, offset=min(max(recipe.offset, -bound), bound))
+
+
 def position_distinct(recipe: ValueRecipe, fmt: FloatFormat) -> ValueRecipe:
     """``recipe`` made to tell the positions of a row apart, for rows drawn to probe index width.
 

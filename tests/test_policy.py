@@ -10,6 +10,7 @@ import dataclasses
 import importlib.util
 import math
 import os
+import re
 
 import pytest
 import torch
@@ -19,7 +20,7 @@ import strategies
 from kernels.registry import Target, get_target
 from kernels import reference
 from verify import engine, metrics, oracle, search, tolerance, truth_chunks
-from verify.contracts import evaluate_attention
+from verify.contracts import Evaluation, evaluate_attention
 from verify.capabilities import Capabilities
 from verify.dtypes import get_format
 from verify.tolerance import ToleranceModel, lse_tolerance_units
@@ -259,3 +260,105 @@ def test_a_target_is_held_to_the_masked_rows_it_declares(declared: str, passes: 
     target = Target("nan-rows", "softmax", nan_rows, Capabilities(masked_rows=declared), "test")
     assert engine.check_softmax_input(target, x, compare_naive=False).evaluation.ok == passes
     assert not engine.check_softmax_input(target, x, masked_rows="nan", compare_naive=False).evaluation.violations
+
+
+# ---- one normalizer a row --------------------------------------------------------------------
+
+def _perturbed_softmax(rel: torch.Tensor):
+    """softmax computed in float64 with each output scaled by (1 + rel) (rel broadcasts over the row)."""
+    def fn(t: torch.Tensor) -> torch.Tensor:
+        return (torch.softmax(t.double(), -1) * (1 + rel)).to(t.dtype)
+    return fn
+
+
+def _judged(fn, x: torch.Tensor) -> Evaluation:
+    return engine.check_softmax_input(Target("perturbed", "softmax", fn, Capabilities(), "test"), x,
+                                      compare_naive=False).evaluation
+
+
+@pytest.mark.parametrize("where", ["every", "tail"])
+def test_an_error_confined_to_elements_cannot_hide_under_the_long_rows_sum_bound(where: str) -> None:
+    """Row of 8192 float32 entries: gamma_{n-1} lets each output be ~1e4 ulps off, but the outputs
+    share one sum, so apart from a common factor they must agree to their exps' few ulps.  An
+    exp 100 ulps off (value-dependent: a cheaper exp on long rows), or a ragged tail of 37
+    entries 60 ulps off, stays inside the element tolerance and fails the shared normalizer."""
+    n = 8192
+    x = torch.randn(2, n, generator=torch.Generator().manual_seed(3))
+    u = 2.0 ** -24
+    if where == "every":
+        rel = 100 * u * torch.sin(x.double() * 12345.678)
+    else:
+        rel = torch.where(torch.arange(n) >= n - 37, 60 * u, 0.0).double()
+    ev = _judged(_perturbed_softmax(rel), x)
+    assert [v.kind for v in ev.violations] == ["shared-normalizer"], ev.violations
+    assert ev.max_ratio < 1.0
+    v = ev.violations[0]
+    assert v.error > v.tolerance and v.index[0] in (0, 1)
+    if where == "tail":  # one of the two outputs it names lies in the tail, the other not
+        a, b = (int(c) for c in re.search(r"columns (\d+) and (\d+)", v.message).groups())
+        assert (a >= n - 37) != (b >= n - 37) and v.index[1] == a
+
+
+def test_a_common_factor_within_the_sum_bound_passes() -> None:
+    """Every output of the row 1000 ulps high (a sum 1000 ulps low: within gamma_{n-1} for 8192
+    entries) is one normalizer's error; control, float32 torch.softmax."""
+    x = torch.randn(2, 8192, generator=torch.Generator().manual_seed(3))
+    assert _judged(_perturbed_softmax(torch.tensor(1000 * 2.0 ** -24, dtype=torch.float64)), x).ok
+    assert _judged(lambda t: torch.softmax(t, -1), x).ok
+
+
+def _sequential_sum_softmax(toward_zero: bool):
+    """float32 softmax whose row sum adds the exponentials one after another, each addition
+    rounded to nearest or toward zero (emulated: the float64 sum of two float32 is exact here)."""
+    def fn(t: torch.Tensor) -> torch.Tensor:
+        p = torch.exp(t - t.amax(-1, keepdim=True))
+        s = torch.zeros(p.shape[:-1], dtype=torch.float32)
+        for j in range(p.shape[-1]):
+            exact = s.double() + p[..., j].double()
+            s = exact.float()
+            if toward_zero:
+                s = torch.where(s.double().abs() > exact.abs(), torch.nextafter(s, torch.zeros_like(s)), s)
+        return p / s[..., None]
+    return fn
+
+
+@pytest.mark.parametrize("toward_zero", [True, False])
+def test_a_sum_rounded_toward_zero_is_flagged_on_well_mixed_rows(toward_zero: bool) -> None:
+    """Rows of 4096 entries drawn uniformly from [-2, 0]: the sum rounded toward zero is ~0.37 n u
+    low, inside the worst case gamma_{n-1} but 23 sqrt(n) u out, past the probabilistic bound of
+    8 sqrt(n) u; rounded to nearest, the same sequential sum passes."""
+    x = -2 * torch.rand(3, 4096, generator=torch.Generator().manual_seed(5))
+    ev = _judged(_sequential_sum_softmax(toward_zero), x)
+    if toward_zero:
+        assert [v.kind for v in ev.violations] == ["summation-bias"], ev.violations
+        v = ev.violations[0]
+        assert 0.25 * 4096 * 2.0 ** -24 < v.error < 0.5 * 4096 * 2.0 ** -24 and v.tolerance < v.error / 2
+    else:
+        assert ev.ok, ev.violations
+    assert ev.max_ratio < 1.0
+
+
+def test_structured_rows_are_not_held_to_the_probabilistic_bound() -> None:
+    """A constant added again and again rounds the same way each time (a dominant entry over
+    4095 equal ones), and a row with entries far below the largest loses them to the partial
+    sums: sums rounded to nearest, biased, that only the worst case bounds.  Neither row
+    qualifies for the summation-bias check."""
+    dominant = torch.full((1, 4096), -1.0)
+    dominant[0, 0] = 0.0
+    wide = torch.randn(1, 4096, generator=torch.Generator().manual_seed(5)) * 4
+    for x in (dominant, wide):
+        truth = oracle.softmax_truth(x)
+        model = ToleranceModel.for_target(Capabilities(), "float32")
+        assert torch.isnan(tolerance.softmax_bias_bound(x, truth, model)).all()
+    uniform = -2 * torch.rand(1, 4096, generator=torch.Generator().manual_seed(5))
+    assert torch.isfinite(tolerance.softmax_bias_bound(uniform, oracle.softmax_truth(uniform), model)).all()
+
+
+def test_a_sorted_row_is_not_held_to_the_probabilistic_bound() -> None:
+    """The well-mixed entries of a qualifying row, sorted: an online kernel would rescale its
+    sum at each of 4096 new maxima, so the row no longer qualifies (its reverse neither)."""
+    x = -2 * torch.rand(1, 4096, generator=torch.Generator().manual_seed(5))
+    model = ToleranceModel.for_target(Capabilities(), "float32")
+    assert torch.isfinite(tolerance.softmax_bias_bound(x, oracle.softmax_truth(x), model)).all()
+    for row in (torch.sort(x, -1).values, torch.sort(x, -1, descending=True).values):
+        assert torch.isnan(tolerance.softmax_bias_bound(row, oracle.softmax_truth(row), model)).all()

@@ -447,3 +447,34 @@ def test_a_forced_long_row_probe_starts_with_the_longest_row(cap: int | None) ->
     first = find(softmax_cases(dtypes=("float32",), max_length=300, caps=caps, probe="long-row"), lambda c: True,
                  settings=settings(max_examples=1, phases=[Phase.generate], **_QUIET))
     assert first.spec.length == min(cap or LONG_LENGTH_MAX, LONG_LENGTH_MAX)
+
+
+def _judged_for_bias(case: SoftmaxCase) -> bool:
+    from verify import oracle, tolerance
+
+    x = case.build()
+    model = tolerance.ToleranceModel.for_target(Capabilities(), "float32")
+    return bool(torch.isfinite(tolerance.softmax_bias_bound(x, oracle.softmax_truth(x), model)).any())
+
+
+def test_long_cases_are_sometimes_well_mixed_and_held_to_the_summation_bias_bound() -> None:
+    """One long case in about MIXED_ODDS has well-mixed rows (``values.well_mixed``): the only
+    rows ``verify.tolerance.softmax_bias_bound`` judges, so without them a sum rounded toward
+    zero would pass.  A forced long-row probe in float32 finds one; the lengths agree with the
+    check's; every dtype's well-mixed row of 4096 qualifies."""
+    from strategies.softmax import MIXED_MIN_LENGTH
+    from strategies.values import well_mixed
+    from verify.tolerance import BIAS_MIN_LENGTH
+
+    assert MIXED_MIN_LENGTH == BIAS_MIN_LENGTH
+    found = find(softmax_cases(dtypes=("float32",), max_length=300, probe="long-row"),
+                 lambda c: c.spec.length >= MIXED_MIN_LENGTH and _judged_for_bias(c),
+                 settings=settings(max_examples=300, **_GENERATE))
+    assert found.spec.mask.kind == "none" and not found.spec.specials
+    for dtype in ("float16", "bfloat16", "float32", "float64"):
+        from verify.dtypes import get_format
+
+        for recipe in (ValueRecipe("normal", scale=1e30, offset=-1e30), ValueRecipe("uniform", scale=1e-6, offset=3.0)):
+            mixed = well_mixed(recipe, get_format(dtype))
+            case = SoftmaxCase(SoftmaxSpec(dtype=dtype, rows=2, length=4096, recipes=(mixed,), seed=1))
+            assert _judged_for_bias(case), (dtype, recipe, mixed)

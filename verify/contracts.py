@@ -1,7 +1,8 @@
 """The contract a target must satisfy, checked on one input/output pair.
 
 softmax target ``fn(x) -> y``: softmax over the last dim, same shape, dtype and device.
-  * rows with a finite entry: every output finite, in [0, 1], within tolerance;
+  * rows with a finite entry: every output finite, in [0, 1], within tolerance, and the
+    outputs of a row consistent with one shared normalizer (``shared-normalizer``);
   * a row that is entirely -inf: all NaN or all 0 in the row (``masked_rows`` policy);
   * a row holding NaN or +inf: that row is NaN;
   * nothing leaks into other rows (a NaN elsewhere is a ``leak``).
@@ -34,6 +35,7 @@ import torch
 from verify import metrics
 from verify.dtypes import get_format
 from verify.oracle import ROW_FINITE, ROW_MASKED, ROW_NONFINITE, AttentionTruth, SoftmaxTruth
+from verify.tolerance import BIAS_FAILURE_PROBABILITY, BIAS_MIN_RATIO
 
 MASKED_ROW_POLICIES = ("either", "nan", "zero")
 #: The LSE's error unit (``verify.metrics.lse_error``).
@@ -44,7 +46,7 @@ LSE_UNIT = "u*max(1,|lse|)"
 class Violation:
     """One way a target broke its contract, with the element that shows it best."""
 
-    kind: str  # exception | hang | input-modified | output-overwritten | unwritten-output | stale-input | stream-order | shape | dtype | device | accuracy | range | masked-row | nan-propagation | leak | lse-structure | lse-accuracy | lse-masked-row | lse-nan-propagation
+    kind: str  # exception | hang | input-modified | output-overwritten | unwritten-output | stale-input | stream-order | shape | dtype | device | accuracy | shared-normalizer | summation-bias | range | masked-row | nan-propagation | leak | lse-structure | lse-accuracy | lse-masked-row | lse-nan-propagation
     message: str
     index: tuple[int, ...] | None = None
     got: float | None = None
@@ -160,10 +162,107 @@ def _worst(
     return Violation(kind, msg, idx, g, e, er, tl, unit)
 
 
+@dataclass(frozen=True)
+class _RowFactors:
+    """Per row of a softmax output (flattened leading dims): the interval [lo, hi] of
+    log(1 + eps), eps a common relative factor with |(1 + r_j) / (1 + eps) - 1| <= A_j for
+    every measured output (r_j its relative error, A_j the spread bound), the columns that set
+    each end, and r_j, A_j themselves ((rows, n); A_j 0 where not measured)."""
+
+    lo: torch.Tensor
+    hi: torch.Tensor
+    at_lo: torch.Tensor
+    at_hi: torch.Tensor
+    rel: torch.Tensor
+    spread: torch.Tensor
+
+    @property
+    def consistent(self) -> torch.Tensor:
+        return self.lo <= self.hi
+
+
+def _row_factors(g: torch.Tensor, truth: SoftmaxTruth, spread: torch.Tensor, use: torch.Tensor) -> _RowFactors | None:
+    n = g.shape[-1]
+    exact = truth.probs.hi + truth.probs.lo
+    rel = ((g - truth.probs.hi) - truth.probs.lo) / exact
+    use = use & (g > 0) & (exact > 0) & torch.isfinite(rel) & torch.isfinite(spread) & (spread < 0.5)
+    if not bool(use.any()):
+        return None
+    r = torch.log1p(torch.where(use, rel, torch.zeros_like(rel)))
+    a = torch.where(use, spread, torch.zeros_like(spread))
+    inf = torch.full_like(r, math.inf)
+    lo, at_lo = torch.where(use, r - torch.log1p(a), -inf).reshape(-1, n).max(-1)
+    hi, at_hi = torch.where(use, r - torch.log1p(-a), inf).reshape(-1, n).min(-1)
+    return _RowFactors(lo, hi, at_lo, at_hi, rel.reshape(-1, n), a.reshape(-1, n))
+
+
+def _shared_normalizer_violation(g: torch.Tensor, truth: SoftmaxTruth, f: _RowFactors,
+                                 lead_index: torch.Tensor) -> Violation | None:
+    """The row whose outputs cannot share one normalizer (its interval of common factors is
+    empty), at its worst pair of outputs."""
+    n = g.shape[-1]
+    bad = ~f.consistent
+    if not bool(bad.any()):
+        return None
+    rows = torch.arange(f.lo.shape[0], device=f.lo.device)
+    r = torch.log1p(f.rel)
+    gap = r[rows, f.at_lo] - r[rows, f.at_hi]
+    allowed = torch.log1p(f.spread[rows, f.at_lo]) - torch.log1p(-f.spread[rows, f.at_hi])
+    worst = int(torch.argmax(torch.where(bad, gap / allowed, torch.full_like(gap, -1.0))))
+    row = tuple(int(i) for i in lead_index[worst])
+    ja, jb = int(f.at_lo[worst]), int(f.at_hi[worst])
+    exact = (truth.probs.hi + truth.probs.lo).reshape(-1, n)
+    return Violation(
+        "shared-normalizer",
+        f"row {row}: the outputs at columns {ja} and {jb} are off the exact softmax by "
+        f"{float(f.rel[worst, ja]):+.4g} and {float(f.rel[worst, jb]):+.4g} (relative). Every output of a row "
+        f"is divided by the same sum, so whatever that sum's error, the two may differ by at most "
+        f"{float(allowed[worst]):.4g} (their exp, its argument, the division and the final rounding); they "
+        f"differ by {float(gap[worst]):.4g}. Part of the row is computed differently (a block, a chunk, "
+        f"the ragged tail, a cheaper exp?)",
+        (*row, ja), float(g.reshape(-1, n)[worst, ja]), float(exact[worst, ja]),
+        float(gap[worst]), float(allowed[worst]), "relative gap",
+    )
+
+
+def _summation_bias_violation(g: torch.Tensor, truth: SoftmaxTruth, f: _RowFactors, bias: torch.Tensor,
+                              lead_index: torch.Tensor) -> Violation | None:
+    """The row whose common factor lies outside its probabilistic bound ``bias`` (NaN: the
+    row is not judged), at the factor closest to 1 its outputs allow."""
+    n = g.shape[-1]
+    bound = torch.log1p(bias.reshape(-1).to(f.lo.device))
+    judged = torch.isfinite(bound) & f.consistent
+    least = torch.where(f.lo > 0, f.lo, torch.where(f.hi < 0, f.hi, torch.zeros_like(f.lo)))
+    bad = judged & (least.abs() > bound)
+    if not bool(bad.any()):
+        return None
+    worst = int(torch.argmax(torch.where(bad, least.abs() / bound, torch.full_like(bound, -1.0))))
+    row = tuple(int(i) for i in lead_index[worst])
+    factor = math.expm1(float(least[worst]))
+    j = int(f.at_lo[worst] if factor > 0 else f.at_hi[worst])
+    exact = (truth.probs.hi + truth.probs.lo).reshape(-1, n)
+    return Violation(
+        "summation-bias",
+        f"row {row}: every output is off the exact softmax by a common factor of at least {factor:+.4g} "
+        f"(relative): the row's sum is {'low' if factor > 0 else 'high'} by that much. The row's {n} entries are "
+        f"well mixed (all within a factor {1 / BIAS_MIN_RATIO:g} of the largest, many distinct), and a sum "
+        f"of them rounded to nearest, in any order, stays within {math.expm1(float(bound[worst])):.4g} except with "
+        f"probability below {BIAS_FAILURE_PROBABILITY:.0e} (Higham & Mary's probabilistic bound); the worst case, which the element "
+        f"tolerance allows, is about n u. The sum looks biased: rounded toward zero, or truncated?",
+        (*row, j), float(g.reshape(-1, n)[worst, j]), float(exact[worst, j]),
+        abs(factor), math.expm1(float(bound[worst])), "relative",
+    )
+
+
 def evaluate_softmax(
-    x: torch.Tensor, got: torch.Tensor, truth: SoftmaxTruth, tol_ulps: torch.Tensor, masked_rows: str = "either"
+    x: torch.Tensor, got: torch.Tensor, truth: SoftmaxTruth, tol_ulps: torch.Tensor, masked_rows: str = "either",
+    spread: torch.Tensor | None = None, bias: torch.Tensor | None = None,
 ) -> Evaluation:
-    """Check a softmax output against the contract and the per-element tolerance (in ULPs)."""
+    """Check a softmax output against the contract and the per-element tolerance (in ULPs);
+    with ``spread`` (``verify.tolerance.softmax_spread_bound``), also that each row's outputs
+    share one normalizer (``shared-normalizer``), and with ``bias``
+    (``verify.tolerance.softmax_bias_bound``, a row's shape) that the normalizer's error stays
+    within the probabilistic bound where there is one (``summation-bias``)."""
     fmt = get_format(truth.target)
     g = got.detach().to(torch.float64).to(truth.probs.hi.device)
     ev = Evaluation()
@@ -204,6 +303,13 @@ def evaluate_softmax(
     rows = g.reshape(-1, n)
     st = status.reshape(-1)
     lead_index = torch.cartesian_prod(*[torch.arange(s) for s in status.shape]) if status.dim() > 1 else torch.arange(st.numel())[:, None]
+    factors = None if spread is None or ev.violations else _row_factors(g, truth, spread.to(g.device), measured)
+    if factors is not None:
+        v = _shared_normalizer_violation(g, truth, factors, lead_index)
+        if v is None and bias is not None:
+            v = _summation_bias_violation(g, truth, factors, bias, lead_index)
+        if v:
+            ev.violations.append(v)
     masked = st == ROW_MASKED
     v = _masked_row_violation(rows[masked], lead_index[masked.cpu()], masked_rows, "row")
     if v:

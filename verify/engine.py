@@ -634,10 +634,12 @@ def _softmax_lse_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def _judge_softmax(x: torch.Tensor, out: torch.Tensor, lse: torch.Tensor | None, truth: oracle.SoftmaxTruth,
-                   tol: torch.Tensor, lse_tol: torch.Tensor | None, masked_rows: str,
-                   empty_row_lse: float) -> Evaluation:
-    """The contract on a softmax output and, when there is one, its LSE."""
-    ev = contracts.evaluate_softmax(x, out, truth, tol, masked_rows)
+                   tol: tuple[torch.Tensor, torch.Tensor, torch.Tensor], lse_tol: torch.Tensor | None,
+                   masked_rows: str, empty_row_lse: float) -> Evaluation:
+    """The contract on a softmax output (``tol``: element tolerance in ULPs, spread bound,
+    summation-bias bound) and,
+    when there is one, its LSE."""
+    ev = contracts.evaluate_softmax(x, out, truth, tol[0], masked_rows, spread=tol[1], bias=tol[2])
     if lse is not None:
         want_nan, nan_or_inf = _softmax_lse_rows(x)
         contracts.evaluate_lse(ev, lse, truth, lse_tol, out, want_nan=want_nan, nan_or_inf=nan_or_inf,
@@ -645,11 +647,13 @@ def _judge_softmax(x: torch.Tensor, out: torch.Tensor, lse: torch.Tensor | None,
     return ev
 
 
-def _softmax_tolerances(target: Target, x: torch.Tensor, truth: oracle.SoftmaxTruth,
-                        lse: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None]:
+def _softmax_tolerances(target: Target, x: torch.Tensor, truth: oracle.SoftmaxTruth, lse: torch.Tensor | None
+                        ) -> tuple[tuple[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor | None]:
+    """((element tolerance in ULPs, spread bound, summation-bias bound), LSE tolerance or None)."""
     fmt = get_format(x.dtype)
     model = tolerance.ToleranceModel.for_target(target.caps, fmt.name)
-    tol = tolerance.softmax_tolerance_ulps(x, truth, fmt, model)
+    tol = (tolerance.softmax_tolerance_ulps(x, truth, fmt, model), tolerance.softmax_spread_bound(x, truth, fmt, model),
+           tolerance.softmax_bias_bound(x, truth, model))
     return tol, None if lse is None else tolerance.lse_tolerance_units(x, truth, get_format(lse.dtype), model)
 
 
@@ -687,7 +691,7 @@ def _check_wide_softmax(target: Target, x: torch.Tensor, tile: int, masked_rows:
             count = reps.numel()
             pick = (reps.to(out.device)[:, None] * rows + within).reshape(-1)
             return _judge_softmax(x.repeat(count, 1), out[pick], None if lse is None else lse[pick],
-                                  _repeated_truth(truth, count), tol.repeat(count, 1),
+                                  _repeated_truth(truth, count), (tol[0].repeat(count, 1), tol[1].repeat(count, 1), tol[2].repeat(count)),
                                   None if lse_tol is None else lse_tol.repeat(count), masked_rows,
                                   float(target.caps.empty_row_lse))
 

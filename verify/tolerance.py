@@ -18,6 +18,12 @@ Softmax, element j (absolute):
   of a wider input into c, 2 u_c the division (or reciprocal and multiply),
   tiny_c intermediates flushed to zero in c.
 
+Softmax, the row's normalizer: every output of a row is divided by one computed sum, so
+y^_j = y_j (1 + e_j) / (1 + eps) with one eps a row, |e_j| bounded by the terms above without
+eps_S (``softmax_spread_bound``; ``verify.contracts`` checks that one eps fits the row), and
+on well-mixed rows |eps| within Higham & Mary's probabilistic bound lambda sqrt(n) u_c
+instead of gamma_{n-1} (``softmax_bias_bound``).
+
 Attention, element (i, d), in units of u_T * sum_j p_j |v_jd| (``verify.metrics``):
     1 (final rounding) + u_P (1 + u_T) / u_T
       + safety * [ sum_j p_j |v_jd| rel_j + c_d (eps_l + gamma_Nk + u_TF32 + 2 u_c) + flush ] / (u_T c_d)
@@ -55,7 +61,7 @@ from verify import metrics
 from verify.capabilities import Capabilities
 from verify.dtypes import FloatFormat, get_format
 from verify.oracle import AttentionTruth, SoftmaxTruth
-from verify.rounding import ulp
+from verify.rounding import round_to_format, ulp
 
 
 #: A bound on the error of exp's argument above this makes a first-order analysis meaningless.
@@ -122,11 +128,10 @@ def _sum_error(p: torch.Tensor, rel_e: torch.Tensor, u_c: float) -> torch.Tensor
     return _weighted(p, rel_e).sum(-1, keepdim=True) + _gamma(max(p.shape[-1] - 1, 0), u_c)
 
 
-def softmax_tolerance_ulps(
-    x: torch.Tensor, truth: SoftmaxTruth, target: str | FloatFormat, model: ToleranceModel
-) -> torch.Tensor:
-    """Per-element tolerance in ULPs of T for softmax outputs of finite rows (NaN elsewhere)."""
-    fmt = get_format(target)
+def _softmax_terms(x: torch.Tensor, truth: SoftmaxTruth, model: ToleranceModel):
+    """The oracle's probabilities p (0 outside finite rows), each element's relative error
+    bound of exp(d_j) in c including the input's conversion (rel_e), the row sum's relative
+    error bound eps_S (keepdim), and the mask of finite rows (keepdim)."""
     c = model.compute
     u_c = c.unit_roundoff
     xs, m, absd, p, finite_row = _finite_rows(x, truth)
@@ -135,11 +140,119 @@ def softmax_tolerance_ulps(
         conv = u_c * (xs.abs() + m.abs())
         conv = torch.where(torch.isfinite(conv), conv, torch.full_like(conv, float("inf")))
     rel_e = _exp_error(absd, model) + conv
-    eps_S = _sum_error(p, rel_e, u_c)
-    rel_p = rel_e + eps_S + 2 * u_c
+    return p, rel_e, _sum_error(p, rel_e, u_c), finite_row
+
+
+def softmax_tolerance_ulps(
+    x: torch.Tensor, truth: SoftmaxTruth, target: str | FloatFormat, model: ToleranceModel
+) -> torch.Tensor:
+    """Per-element tolerance in ULPs of T for softmax outputs of finite rows (NaN elsewhere)."""
+    fmt = get_format(target)
+    c = model.compute
+    p, rel_e, eps_S, finite_row = _softmax_terms(x, truth, model)
+    rel_p = rel_e + eps_S + 2 * c.unit_roundoff
     tol_abs = model.safety * (_weighted(p, rel_p) + 2 * c.smallest_normal) + ulp(p, fmt) / 2
     tol = tol_abs / ulp(p, fmt)
     return torch.where(finite_row.expand_as(tol), tol, torch.full_like(tol, float("nan")))
+
+
+#: Room, in units of u_c, for parts of one row whose normalizers differ by a few roundings
+#: (chunks of a split row, each merging the chunk statistics itself).
+NORMALIZER_MARGIN = 4.0
+
+
+def softmax_spread_bound(
+    x: torch.Tensor, truth: SoftmaxTruth, target: str | FloatFormat, model: ToleranceModel
+) -> torch.Tensor:
+    """Per-element bound A_j on a softmax output's relative error apart from its row's
+    normalizer (NaN outside finite rows, inf where p_j = 0).
+
+    Every output of a row is divided by the same computed sum S^ = S (1 + eps), so a correct
+    output is y^_j = y_j (1 + e_j) / (1 + eps) with one eps a row and
+        |e_j| <= A_j = safety [u_c (2|d_j| + 2 k_exp) + conv_j + (2 + NORMALIZER_MARGIN) u_c
+                               + 2 tiny_c / p_j] + ulp_T(p_j (1 + D_j)) / (2 p_j (1 - D_j))
+                               + oracle bound_j / p_j:
+    the terms of the element tolerance without eps_S, and the final rounding taken at the
+    largest value the output may have before it, p_j (1 + D_j) with D_j the element's whole
+    relative bound (a common factor can carry p_j into the next binade, where the ulp is
+    twice as large), over the smallest, p_j (1 - D_j).  ``verify.contracts`` checks that one
+    eps fits every element of the row.  eps_S (with gamma_{n-1}) grows with the row; A_j does not,
+    so an error confined to some elements (a block, a chunk, the ragged tail, a cheaper exp
+    on long rows) cannot hide under the long row's summation bound.
+    """
+    fmt = get_format(target)
+    c = model.compute
+    p, rel_e, eps_S, finite_row = _softmax_terms(x, truth, model)
+    own = model.safety * (rel_e + (2 + NORMALIZER_MARGIN) * c.unit_roundoff)
+    whole = (model.safety * (rel_e + eps_S + 2 * c.unit_roundoff)).clamp(max=0.5)
+    rounding = ulp(p * (1 + whole), fmt) / (2 * (1 - whole))
+    floor = model.safety * 2 * c.smallest_normal + rounding + truth.probs.bound
+    spread = torch.where(p > 0, own + floor / p, torch.full_like(p, float("inf")))
+    return torch.where(finite_row.expand_as(spread), spread, torch.full_like(spread, float("nan")))
+
+
+#: The summation-bias check: rows of at least BIAS_MIN_LENGTH entries, every probability
+#: within a factor 1/BIAS_MIN_RATIO of the row's largest and at least a BIAS_MIN_DISTINCT share
+#: of them distinct in c (see ``softmax_bias_bound``).
+BIAS_MIN_LENGTH = 2048
+BIAS_MIN_RATIO = 1 / 16
+BIAS_MIN_DISTINCT = 1 / 16
+#: lambda of the probabilistic bound lambda sqrt(n) u_c, and the bound on the chance that a
+#: sum rounded to nearest exceeds it (2 n exp(-lambda^2 / 2) at n = 2**16: 1.7e-9).
+BIAS_LAMBDA = 8.0
+BIAS_FAILURE_PROBABILITY = 2.0 * 2 ** 16 * math.exp(-BIAS_LAMBDA ** 2 / 2)
+
+
+def _records(x: torch.Tensor) -> torch.Tensor:
+    """How many times the running maximum of each row (last dim) rises, scanning forward."""
+    top = torch.cummax(x, -1).values
+    before = torch.cat([torch.full_like(x[..., :1], -math.inf), top[..., :-1]], -1)
+    return (x > before).sum(-1)
+
+
+def softmax_bias_bound(x: torch.Tensor, truth: SoftmaxTruth, model: ToleranceModel) -> torch.Tensor:
+    """Per row (shape ``x.shape[:-1]``), a probabilistic bound on the relative error of the
+    row's normalizer, NaN where the row does not qualify.
+
+    The element tolerance holds the sum S to the worst case gamma_{n-1} ~ n u_c, which a sum
+    rounded toward zero (relative error ~ n u_c / 3, measured) also meets.  Under the
+    probabilistic model of rounding (each rounding error independent with mean zero), a sum of
+    n terms in any order is within lambda sqrt(n-1) u_c of S (first order) except with
+    probability at most 2 n exp(-lambda^2 / 2) (Higham & Mary, "A new approach to probabilistic
+    rounding error analysis", SIAM J. Sci. Comput. 41(5), 2019).  The model fails for
+    structured rows: a constant added again and again rounds the same way each time, tiny
+    terms added to a large partial sum are all lost.  So a row qualifies only when it is long
+    (n >= BIAS_MIN_LENGTH), finite, every p_j >= BIAS_MIN_RATIO max p (no term far below the
+    partial sums' spacing), a BIAS_MIN_DISTINCT share of the p_j are distinct in c, and the
+    p_j spread over at least 16 ulps of S in c, and the running maximum rises at most
+    3 ln(n) + 10 times scanning either way (an iid row: ln(n) + 0.6 on average; a sorted one
+    makes an online kernel rescale its sum at every step, with whatever bias its exp has).
+    ``bench/summation_bias.py`` (2026-12-03): float32 sums of such rows (float32, float16 and
+    bfloat16 inputs, n = 2048..16384) rounded to nearest, sequential, sorted, pairwise and
+    blocked, stayed within 1.30 sqrt(n) u_c; rounded toward zero, 15.6-47.7 sqrt(n) u_c.
+
+    bound = safety [sum_j p_j rel_e_j + lambda sqrt(n-1) u_c + (2 + NORMALIZER_MARGIN) u_c]:
+    the exponentials' errors that enter S, the sum's rounding, and the division's.
+    """
+    c = model.compute
+    u_c = c.unit_roundoff
+    n = x.shape[-1]
+    nan = torch.full(x.shape[:-1], float("nan"), dtype=torch.float64, device=truth.probs.hi.device)
+    if n < BIAS_MIN_LENGTH or n < 2:
+        return nan
+    p, rel_e, _, finite_row = _softmax_terms(x, truth, model)
+    finite_row = finite_row[..., 0]
+    xs = torch.where(finite_row[..., None], x.detach().to(torch.float64).to(p.device), torch.zeros_like(p))
+    q = p / p.amax(-1, keepdim=True).clamp(min=c.smallest_normal)
+    qc = torch.sort(round_to_format(q, c), dim=-1).values
+    distinct = (qc[..., 1:] != qc[..., :-1]).sum(-1) + 1
+    spacing = ulp(q.sum(-1), c)
+    records = torch.maximum(_records(xs), _records(xs.flip(-1)))
+    qualifies = (finite_row & (q.amin(-1) >= BIAS_MIN_RATIO) & (distinct >= BIAS_MIN_DISTINCT * n)
+                 & (q.std(-1) >= 16 * spacing) & (records <= 3 * math.log(n) + 10))
+    bound = model.safety * (_weighted(p, rel_e).sum(-1) + BIAS_LAMBDA * math.sqrt(n - 1) * u_c
+                            + (2 + NORMALIZER_MARGIN) * u_c)
+    return torch.where(qualifies, bound, nan)
 
 
 def lse_tolerance_units(
