@@ -14,6 +14,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -48,6 +49,8 @@ class Bug:
     fused_scale_shift: bool = False  # exp(fma(s, scale, -m)) with m = round(max(s) * scale)
     index_bits: int | None = None  # softmax column / attention key offsets held in a signed integer this wide
     store_dead_rows: bool = True  # write rows with nothing visible (False: left as torch.empty gave them)
+    sum_toward_zero: bool = False  # softmax: every addition (and rescale) of l rounded toward zero
+    cheap_exp_from: int | None = None  # softmax: rows of at least this many entries take a ~100-ulp exp
     # ---- the log-sum-exp, for the forms that return one --------------------------------------
     lse_base_two: bool = False  # LSE in log2 units (the kernel's exp2 domain) instead of ln
     lse_adds_max: bool = True  # LSE = m + log l (False: log l alone, the max never added back)
@@ -99,6 +102,36 @@ def _lse(m: Tensor, l: Tensor, bug: Bug, raw_max_per_unit: float = 1.0) -> Tenso
     return lse / math.log(2) if bug.lse_base_two else lse
 
 
+def _toward_zero(exact: np.ndarray) -> np.ndarray:
+    """float64 ``exact`` rounded to float32 toward zero."""
+    r = exact.astype(np.float32)
+    return np.where(np.abs(r.astype(np.float64)) > np.abs(exact), np.nextafter(r, np.float32(0)), r)
+
+
+def _block_sum(l: Tensor, alpha: Tensor, p: Tensor, bug: Bug) -> Tensor:
+    """l * alpha + sum of the block's p (last dim), in l's dtype; ``sum_toward_zero``: each of
+    those operations rounded toward zero, one entry after another (float32 only; in numpy,
+    whose per-call cost is a fraction of torch's on these small arrays)."""
+    if not bug.sum_toward_zero or l.dtype != torch.float32:
+        return l * alpha + p.sum(-1)
+    p64 = p.detach().cpu().double().numpy()
+    s = _toward_zero(l.detach().cpu().double().numpy() * alpha.detach().cpu().double().numpy())  # exact product
+    for j in range(p64.shape[-1]):
+        s = _toward_zero(s.astype(np.float64) + p64[..., j])
+    return torch.from_numpy(s).to(l.device)
+
+
+def _exp_for(bug: Bug, n: int) -> Callable[[Tensor], Tensor]:
+    """torch.exp, or (``cheap_exp_from`` <= n) one off by up to ~100 float32 ulps, depending on
+    the argument: a faster, coarser exponential a kernel switches to on long rows."""
+    if bug.cheap_exp_from is None or n < bug.cheap_exp_from:
+        return torch.exp
+    def cheap(t: Tensor) -> Tensor:
+        wobble = torch.sin(torch.where(torch.isfinite(t), t, torch.zeros_like(t)) * 12345.678)
+        return torch.exp(t) * (1 + 100 * 2.0 ** -24 * wobble)
+    return cheap
+
+
 def _store(x: Tensor, bug: Bug) -> Tensor:
     """Round a running statistic to the dtype it is (wrongly) stored in between blocks."""
     return x if bug.stats_dtype is None else x.to(bug.stats_dtype).to(x.dtype)
@@ -122,6 +155,7 @@ def _streaming_softmax(x: Tensor, bug: Bug, block: int = BLOCK, return_lse: bool
     padded = torch.nn.functional.pad(work, (0, pad), value=bug.pad_value)
     m = torch.full(work.shape[:-1], -math.inf, dtype=work.dtype, device=x.device)
     l = torch.zeros_like(m)
+    exp = _exp_for(bug, n)
     for start in range(0, n + pad, block):
         blk = padded[..., start:start + block]
         m_new = torch.maximum(m, blk.amax(-1))
@@ -131,12 +165,12 @@ def _streaming_softmax(x: Tensor, bug: Bug, block: int = BLOCK, return_lse: bool
         if not bug.shift_by_max:
             shift = torch.zeros_like(m_new)
         alpha = torch.exp(m - shift) if bug.rescale_l else torch.ones_like(m)
-        l = _store(l * alpha + torch.exp(blk - shift[..., None]).sum(-1), bug)
+        l = _store(_block_sum(l, alpha, exp(blk - shift[..., None]), bug), bug)
         m = m_new
     shift = torch.where(m == -math.inf, torch.zeros_like(m), m) if bug.guard_inf else m
     if not bug.shift_by_max:
         shift = torch.zeros_like(m)
-    p = torch.exp(work - shift[..., None]) / l[..., None]
+    p = exp(work - shift[..., None]) / l[..., None]
     if bug.guard_inf:
         p = torch.where((l == 0)[..., None], torch.zeros_like(p), p)
     if bug.propagate_nan:
@@ -290,6 +324,14 @@ MUTANTS: list[Mutant] = [
     Mutant("softmax-sum-low-precision", "softmax", "row sum l kept in the input dtype (fp16/bf16) between blocks",
            "low-precision accumulation", "https://github.com/flashinfer-ai/flashinfer/pull/5166",
            lambda x: _streaming_softmax(x, Bug(stats_dtype=x.dtype)), Capabilities(dtypes=LOW, devices=CPU)),
+    Mutant("softmax-sum-toward-zero", "softmax",
+           "row sum l accumulated with every addition rounded toward zero (a truncating adder): ~n u / 3 low, "
+           "inside the worst case n u", "rounding mode", "https://peerj.com/articles/cs-330/",
+           _softmax(Bug(sum_toward_zero=True)), Capabilities(dtypes=STD, devices=CPU)),
+    Mutant("softmax-cheap-exp-long-rows", "softmax",
+           "rows of 512 entries or more take an exp ~100 ulps off: hidden by the long row's summation bound",
+           "approximate math", "https://docs.nvidia.com/cuda/cuda-c-programming-guide/#intrinsic-functions",
+           _softmax(Bug(cheap_exp_from=512)), Capabilities(dtypes=STD, devices=CPU)),
     Mutant("softmax-bf16-truncation", "softmax", "float32 -> bfloat16 output by truncation, not round-to-nearest-even",
            "rounding mode", "https://github.com/triton-lang/triton/issues/11584",
            _softmax(Bug(truncate_bf16=True)), Capabilities(dtypes=("bfloat16",), devices=CPU)),
