@@ -25,15 +25,18 @@ from verify.capabilities import Capabilities
 from verify.dtypes import get_format
 from verify.tolerance import ToleranceModel, lse_tolerance_units
 
+# The mutants' controls (control-streaming-softmax, -attention) are correct too; tests/test_mutants.py
+# runs them (test_control_is_not_killed), and the nightly list below adds them back.
 CORRECT = [
-    "torch.softmax", "ref-online-softmax", "ref-two-pass-softmax", "control-streaming-softmax",
+    "torch.softmax", "ref-online-softmax", "ref-two-pass-softmax",
     "sdpa-math", "ref-blocked-attention", "ref-naive-attention", "ref-naive-attention-fp64",
-    "control-streaming-attention",
 ]
 if importlib.util.find_spec("triton") is not None:
     # Our kernels, on the Triton interpreter here (CPU-sized inputs; bfloat16 on the GPU tier).
     CORRECT += ["triton-softmax", "triton-softmax-fast", "triton-attention", "triton-attention-tf32"]
-CI_EXAMPLES = int(os.environ.get("FLASHVERIFY_CI_EXAMPLES", "20"))
+# 15 a dtype: CI's whole run must stay under 15 minutes on a host ~1.4x slower than ours (the
+# landed run at 8fdefb9 took 907 s); the nightly test below runs 10,000.
+CI_EXAMPLES = int(os.environ.get("FLASHVERIFY_CI_EXAMPLES", "15"))
 
 
 #: The interpreter runs one Triton program (a softmax row, an attention query tile of a head)
@@ -66,7 +69,7 @@ def test_correct_implementation_has_no_violation(name: str) -> None:
 
 
 @pytest.mark.nightly
-@pytest.mark.parametrize("name", CORRECT)
+@pytest.mark.parametrize("name", CORRECT + ["control-streaming-softmax", "control-streaming-attention"])
 def test_correct_implementation_has_no_violation_on_10000_examples(name: str) -> None:
     _assert_all_passed(_run(name, 10_000, seed=None))
 

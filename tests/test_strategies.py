@@ -1005,6 +1005,7 @@ def _grouped_share() -> float:
     return sum(grouped) / len(grouped)
 
 
+@pytest.mark.nightly  # 40-55 s of CI's 15 minutes to measure one odds constant (GQA shapes: the tests above)
 def test_grouped_odds_raise_the_share_of_several_query_heads_over_several_kv_heads(monkeypatch) -> None:
     """Hkv >= 2 and a group >= 2 (the only mapping where h // group and h % Hkv differ) under
     four query heads: 400 of 2000 cases without GROUPED_ODDS, 827 with it (run alone,
