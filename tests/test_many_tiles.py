@@ -70,6 +70,24 @@ def test_expected_seconds_grow_faster_than_the_work_past_the_caches() -> None:
         assert pairs * -(-length // 64) > 148 and pairs * -(-length // 128) > 132 and 132 % -(-length // 64)
 
 
+def test_a_fixed_cost_a_check_is_not_scaled_with_the_work() -> None:
+    first = A.TILES_RUNGS[0]
+    # A pilot of a fifth of the rung's work whose 1.5 s are 1.2 s of fixed cost (the H200's small
+    # GPU checks): the whole time scaled says over 7.5 s (the work ratio is 5, weighed more past
+    # the caches), past a 60 s cell's 6 s; only the 0.3 s beyond the fixed cost scaled, under 4 s.
+    pilot = (search.tiles_work(*first) // 5, 1.5)
+    whole = search.tiles_seconds(pilot, first)
+    assert whole > 7.5
+    assert search.tiles_seconds(pilot, first, 1.2) == pytest.approx(1.2 + 0.3 * whole / 1.5)
+    assert not search.tiles_rung_fits(pilot, first, 0.0, 60.0) and search.tiles_rung_fits(pilot, first, 0.0, 60.0, 1.2)
+    # The fixed cost is clipped to the pilot's time, and a negative one counts as none.
+    assert search.tiles_seconds(pilot, first, 9.0) == pytest.approx(1.5)
+    assert search.tiles_seconds(pilot, first, -1.0) == pytest.approx(whole)
+    # A pilot whose time grows with its work (an interpreted kernel) stays out of reach.
+    slow = (search.tiles_work(*first) // 5, 20.0)
+    assert not search.tiles_rung_fits(slow, first, 0.0, None, 0.2)
+
+
 @pytest.fixture
 def one_rung(monkeypatch) -> tuple[int, int]:
     """The first rung alone, and time enough for it whatever the machine's load: the estimates

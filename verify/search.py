@@ -110,6 +110,15 @@ TILES_CACHE_WORK = 2_000_000
 #: the first that ran (mid-keys), the first rung (260 x 260 over 48 pairs) was put at 8.8 s for
 #: ref-blocked-attention in float16 on the H200 (2026-12-03), past its 6 s, and never tried.
 TILES_PILOTS = ("mid-keys", "mid-queries")
+#: The first rung's estimate takes the cell's fastest check (its smallest cases) as the fixed
+#: cost a check pays whatever its work, and scales only the rest of the pilot's time
+#: (tiles_seconds).  On a GPU the fixed cost (launches, synchronisations, the oracle's setup,
+#: Python loops over blocks) is most of a small check's time: scaled whole, the mid-keys pilot
+#: (16 queries against 4097 keys) put the first rung of ref-blocked-attention at 8.2 s in
+#: float32 and 8.8 s in float16 on the H200 (2026-12-04, 2026-12-03), past the 6 s a 60 s cell
+#: allows, though that target loops over key blocks in Python and the rung has 5 of them
+#: where the pilot has 65.  Later rungs scale the whole time of the rung before: a case of
+#: the same shape, where the ratio of the work is the better guide.
 
 
 @dataclass(frozen=True)
@@ -352,9 +361,10 @@ def tiles_work(length: int, pairs: int) -> int:
 
 
 def tiles_rung_fits(pilot: tuple[int, float] | None, rung: tuple[int, int], spent_s: float,
-                     budget_s: float | None) -> bool:
+                     budget_s: float | None, fixed_s: float = 0.0) -> bool:
     """Whether the many-tiles ``rung`` (length, pairs), at the speed of ``pilot`` (a case's
-    ``probe_work`` and the wall seconds of its whole check), finishes within GRID_SHARE of
+    ``probe_work`` and the wall seconds of its whole check, of which ``fixed_s`` does not grow
+    with the work: see tiles_seconds), finishes within GRID_SHARE of
     ``budget_s``, or TILES_SECONDS without a budget, less the ``spent_s`` of the rungs before it.
     A budget's share may exceed TILES_SECONDS: a long run (a nightly fuzz, ``verify check
     --budget``) lets a CPU target climb to the 3000 x 3000 rung, where a float32 position
@@ -362,19 +372,22 @@ def tiles_rung_fits(pilot: tuple[int, float] | None, rung: tuple[int, int], spen
     if pilot is None or pilot[0] <= 0 or pilot[1] <= 0.0:
         return False
     allowed = TILES_SECONDS if budget_s is None else GRID_SHARE * budget_s
-    return spent_s + tiles_seconds(pilot, rung) <= allowed
+    return spent_s + tiles_seconds(pilot, rung, fixed_s) <= allowed
 
 
-def tiles_seconds(pilot: tuple[int, float], rung: tuple[int, int]) -> float:
+def tiles_seconds(pilot: tuple[int, float], rung: tuple[int, int], fixed_s: float = 0.0) -> float:
     """The seconds a many-tiles ``rung`` is expected to take, from ``pilot`` (a smaller case's
-    ``probe_work`` and whole check time): the time scaled by the ratio of the two's work, each
-    weighed by ``(work / TILES_CACHE_WORK) ** (TILES_GROWTH - 1)`` past TILES_CACHE_WORK: the
-    target, the naive comparison and the slices' bookkeeping grow a little faster than the work.
-    (Before the oracle ran in slices, verify.truth_chunks, 4 times the work took 10 times the
-    time on the CPU here.)"""
+    ``probe_work`` and whole check time), of which ``fixed_s`` is a check's cost whatever its
+    work (clipped to the pilot's time): ``fixed_s`` plus the rest of the pilot's time scaled by
+    the ratio of the two's work, each weighed by ``(work / TILES_CACHE_WORK) ** (TILES_GROWTH - 1)``
+    past TILES_CACHE_WORK: the target, the naive comparison and the slices' bookkeeping grow a
+    little faster than the work.  (Before the oracle ran in slices, verify.truth_chunks, 4 times
+    the work took 10 times the time on the CPU here.)  With ``fixed_s`` = 0 the whole time
+    scales, which errs long by the fixed cost times the ratio (see TILES_PILOTS)."""
     def weighed(work: int) -> float:
         return work * max(1.0, work / TILES_CACHE_WORK) ** (TILES_GROWTH - 1.0)
-    return pilot[1] * weighed(tiles_work(*rung)) / weighed(pilot[0])
+    fixed = min(max(fixed_s, 0.0), pilot[1])
+    return fixed + (pilot[1] - fixed) * weighed(tiles_work(*rung)) / weighed(pilot[0])
 
 
 def many_heads_pairs(floor: int, seconds: float, pairs_seen: int, budget_s: float | None) -> int:
@@ -567,7 +580,8 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
     state: dict[str, Any] = {"found": False, "worst": -1.0, "worst_case": None, "pairs_seen": 0, "pairs": None,
                              "work_seen": 0, "wall_seen": 0.0, "entries": 0, "grid": 0, "tiles": 0, "last_cost": None,
                              "probe_costs": {}, "tiles_pilots": {},
-                             "last_case": None, "last_target_s": 0.0}
+                             "last_case": None, "last_target_s": 0.0,
+                             "fastest_wall": math.inf}
     start = time.perf_counter()
 
     def record(case, out: engine.CaseOutcome) -> None:
@@ -655,6 +669,7 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
             state["work_seen"] += work
             state["wall_seen"] += wall
             state["last_cost"] = (work, wall)
+            state["fastest_wall"] = min(state["fastest_wall"], wall)
             state["last_case"], state["last_target_s"] = case, out.seconds
         ratio = out.evaluation.max_ratio
         hyp_target(min(ratio, 1e12), label="error/tolerance")
@@ -717,6 +732,7 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
                 compiling = compiled_share(*state["tiles_pilots"].get(name, (None, 0.0)))
                 pilot = (cost[0], max(cost[1] - compiling, 1e-6))
         why = f"no {' or '.join(TILES_PILOTS)} probe ran to time it"
+        fixed = state["fastest_wall"] if math.isfinite(state["fastest_wall"]) else 0.0  # first rung only
         for rung in strategies.attention.TILES_RUNGS:
             why = ""
             args = _strategy_args(target, fmt.name, opts, tiles=rung[0])
@@ -724,11 +740,12 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
                 why = (f"{rung[0]} queries and keys are past the target's max_length or the size profile's "
                        f"probes for {fmt.name}")
                 break
-            if not tiles_rung_fits(pilot, rung, spent, opts.budget_s):
+            if not tiles_rung_fits(pilot, rung, spent, opts.budget_s, fixed):
                 if pilot is not None:
                     why = (f"{rung[0]} x {rung[0]} over {rung[1]} pairs would take about "
-                           f"{tiles_seconds(pilot, rung):.2g} s at the speed of the case before")
+                           f"{tiles_seconds(pilot, rung, fixed):.2g} s at the speed of the case before")
                 break
+            fixed = 0.0
             state["tiles"], state["last_cost"] = rung[0], None
             began = time.perf_counter()
             search("many-tiles", opts.probe_examples, opts.seed)
