@@ -40,7 +40,8 @@ from typing import Any
 import torch
 
 from kernels.registry import Target, all_targets, get_target
-from reports.cell_worker import InProcessCells, cell_runner
+from reports.cell_pool import CellPool, Job, auto_jobs, torch_threads_per_job
+from reports.cell_worker import InProcessCells
 from verify import artifacts, search
 from verify.dtypes import STANDARD_DTYPES, get_format
 from verify.search import CellResult, CheckOptions
@@ -78,7 +79,8 @@ class CampaignOptions:
     command_line: str = ""
     rerun_command: str = ""
     progress: str = "auto"  # auto | rich | plain | none
-    isolation: str = "auto"  # auto (a worker process on CUDA) | process | none: see reports.cell_worker
+    isolation: str = "auto"  # auto (a worker process on CUDA or with jobs > 1) | process | none: see reports.cell_worker
+    jobs: int | str = "auto"  # runners side by side (reports.cell_pool); auto: cell_pool.auto_jobs
 
 
 # --------------------------------------------------------------------------------------
@@ -416,6 +418,16 @@ def environment(opts: CampaignOptions) -> dict[str, Any]:
     }
 
 
+def resolve_jobs(jobs: int | str, device: str) -> int:
+    """The number of runners: ``auto`` as ``reports.cell_pool.auto_jobs``, else the number given."""
+    if jobs == "auto":
+        return auto_jobs(device)
+    n = int(jobs)
+    if n < 1:
+        raise CampaignError(f"--jobs must be 'auto' or a whole number of at least 1, got {jobs}")
+    return n
+
+
 def _profile(device: str):
     return search.PROFILES["gpu" if device.startswith("cuda") else "cpu"]
 
@@ -455,45 +467,55 @@ def run_mutant(m, opts: CampaignOptions, per_dtype_s: float, runner=None):
     return r, budget_limited
 
 
-def run_mutation(opts: CampaignOptions, slice_s: float, progress: _Progress, runner=None) -> dict[str, Any]:
-    """Every mutant, then the controls, within ``slice_s``.
+def run_mutation(opts: CampaignOptions, slice_s: float, progress: _Progress, pool: CellPool | None = None
+                 ) -> dict[str, Any]:
+    """Every mutant, then the controls, within ``slice_s``, on ``pool``'s runners.
 
     Controls get CONTROL_SHARE of the slice (they show the absence of false alarms); the mutants
-    share the rest one after the other, so time a quickly killed mutant leaves goes to the next.
+    share the rest (``reports.cell_pool``'s rule), so time a quickly killed mutant leaves goes to
+    the ones after it.  A mutant is usually killed in its first dtype, so its whole share is each
+    dtype's budget; a control's share is split over its dtypes.
     """
     from kernels.mutants import all_mutants
     from verify import mutation
 
     MUTANTS, CONTROLS = all_mutants()
+    pool = pool or CellPool(1, isolated=False)
     start = time.perf_counter()
-    mutants_s = slice_s * (1 - CONTROL_SHARE)
-    results, rows = [], []
-    for i, m in enumerate(MUTANTS + CONTROLS):
-        elapsed = time.perf_counter() - start
-        if m.bug_class == "control":
-            # what is left of the slice, shared by the remaining controls and their dtypes
-            left_controls = len(MUTANTS) + len(CONTROLS) - i
-            per_dtype = max(slice_s - elapsed, slice_s * CONTROL_SHARE) / left_controls / len(m.caps.dtypes)
-        else:
-            # a mutant is usually killed in its first dtype: it may spend its whole share there
-            per_dtype = max(mutants_s - elapsed, 0.0) / (len(MUTANTS) - i)
-        per_dtype = max(per_dtype, MIN_MUTANT_DTYPE_S)
-        progress.tick(f"mutation {m.name}")
-        r, limited = run_mutant(m, opts, per_dtype, runner)
-        results.append(r)
-        d = r.to_dict()
-        d["budget_per_dtype_s"] = round(per_dtype, 3)
-        d["budget_limited"] = limited
-        rows.append(d)
-        if r.seconds_to_kill is not None:
-            kill = f"{r.examples} examples, {r.seconds_to_kill:.1f}s ({r.dtype})"
-        else:
-            kill = (f"{r.examples} examples in {r.seconds:.1f}s ({per_dtype:.1f}s per dtype"
-                    + (", stopped by the budget)" if limited else ")"))
-        progress.line(f"  mutant {m.name:<32} {r.status.upper():<14} {kill}")
+    rows: list[dict[str, Any] | None] = [None] * (len(MUTANTS) + len(CONTROLS))
+    results: list[Any] = [None] * len(rows)
+
+    def job(m, dtypes: int) -> Job:
+        def run(runner, share: float):
+            per_dtype = max(share / dtypes, MIN_MUTANT_DTYPE_S)
+            progress.tick(f"mutation {m.name}")
+            r, limited = run_mutant(m, opts, per_dtype, runner)
+            d = r.to_dict()
+            d["budget_per_dtype_s"] = round(per_dtype, 3)
+            d["budget_limited"] = limited
+            return r, d, per_dtype, limited
+        return Job(run)
+
+    def finished(offset: int):
+        def done(i: int, out) -> None:
+            r, d, per_dtype, limited = out
+            results[offset + i], rows[offset + i] = r, d
+            if r.seconds_to_kill is not None:
+                kill = f"{r.examples} examples, {r.seconds_to_kill:.1f}s ({r.dtype})"
+            else:
+                kill = (f"{r.examples} examples in {r.seconds:.1f}s ({per_dtype:.1f}s per dtype"
+                        + (", stopped by the budget)" if limited else ")"))
+            progress.line(f"  mutant {r.name:<32} {r.status.upper():<14} {kill}")
+        return done
+
+    pool.run([job(m, 1) for m in MUTANTS], start + slice_s * (1 - CONTROL_SHARE), MIN_MUTANT_DTYPE_S, finished(0))
+    # what is left of the slice, and at least CONTROL_SHARE of it, for the controls
+    controls_end = max(start + slice_s, time.perf_counter() + slice_s * CONTROL_SHARE)
+    pool.run([job(m, len(m.caps.dtypes)) for m in CONTROLS], controls_end, MIN_MUTANT_DTYPE_S,
+             finished(len(MUTANTS)))
     return {"enabled": True, "reason": None, "budget_s": round(slice_s, 3),
             "seconds": round(time.perf_counter() - start, 3), "max_examples_per_dtype": MUTANT_MAX_EXAMPLES,
-            "summary": mutation.summary(results), "results": rows}
+            "jobs": pool.jobs, "summary": mutation.summary(results), "results": rows}
 
 
 def run_campaign(opts: CampaignOptions) -> CampaignResult:
@@ -511,7 +533,14 @@ def run_campaign(opts: CampaignOptions) -> CampaignResult:
     progress.line(f"flashverify run on {opts.device} ({env['device_name']}): {len(targets)} target(s), "
                   f"dtypes {', '.join(dtypes)}, budget {opts.budget_s:g} s, seed {opts.seed}")
     timings: dict[str, float] = {}
-    runner = cell_runner(opts.isolation, opts.device)
+    jobs = resolve_jobs(opts.jobs, opts.device)
+    isolated = opts.isolation == "process" or (opts.isolation == "auto" and (opts.device.startswith("cuda")
+                                                                               or jobs > 1))
+    if jobs > 1 and not isolated:
+        raise CampaignError(f"--jobs {jobs} runs cells in worker processes side by side; --isolation none "
+                            f"keeps them in this process: drop one of the two")
+    env["jobs"] = jobs
+    pool = CellPool(jobs, isolated, torch_threads_per_job(jobs) if jobs > 1 else None)
     try:
         fa3 = None
         if opts.fa3:
@@ -533,33 +562,36 @@ def run_campaign(opts: CampaignOptions) -> CampaignResult:
         plan = [(t, d) for t in targets for d in dtypes]
         live = [(t, d) for t, d in plan if t.caps.supports_dtype(d)]
         progress.line(f"cells: {len(live)} to search ({len(plan) - len(live)} unsupported) in {cells_budget:.0f}s")
-        runs: list[CellRun] = []
         t_cells = time.perf_counter()
-        done_live = 0
-        for i, (t, d) in enumerate(plan):
-            supported = t.caps.supports_dtype(d)
-            left = cells_budget - (time.perf_counter() - t_cells)
-            share = max(left / max(len(live) - done_live, 1), MIN_CELL_S) if supported else 0.0
+
+        def cell_job(i: int, t: Target, d: str) -> Job:
             label = f"[{i + 1}/{len(plan)}] {t.name} {d}"
-            progress.tick(label)
-            run = runner.run(t, d, base, share, opts.seed, opts.max_examples,
-                             tick=(lambda label=label: progress.tick(label)))
-            done_live += int(supported)
-            runs.append(run)
-            progress.line(_cell_line(label, run))
+
+            def run(runner, share: float) -> CellRun:
+                progress.tick(label)
+                return runner.run(t, d, base, share, opts.seed, opts.max_examples,
+                                  tick=(lambda: progress.tick(label)))
+            return Job(run, weight=int(t.caps.supports_dtype(d)))
+
+        def cell_done(i: int, run: CellRun) -> None:
+            t, d = plan[i]
+            progress.line(_cell_line(f"[{i + 1}/{len(plan)}] {t.name} {d}", run))
+
+        runs: list[CellRun] = pool.run([cell_job(i, t, d) for i, (t, d) in enumerate(plan)],
+                                       t_cells + cells_budget, MIN_CELL_S, cell_done)
         timings["cells_s"] = time.perf_counter() - t_cells
 
         if opts.mutants:
             slice_s = max(opts.budget_s - (time.perf_counter() - t_start), planned_slice / 2)
             progress.line(f"mutation testing: {slice_s:.0f}s shared by the mutants and controls")
             t0 = time.perf_counter()
-            mutation = run_mutation(opts, slice_s, progress, runner)
+            mutation = run_mutation(opts, slice_s, progress, pool)
             timings["mutants_s"] = time.perf_counter() - t0
         else:
             mutation = {"enabled": False, "reason": "--no-mutants", "budget_s": 0.0, "seconds": 0.0,
                         "max_examples_per_dtype": None, "summary": None, "results": []}
     finally:
-        runner.close()
+        pool.close()
         progress.close()
     timings["wall_s"] = time.perf_counter() - t_start
     env["wall_s"] = round(timings["wall_s"], 3)

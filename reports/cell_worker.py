@@ -74,10 +74,17 @@ def _spent_worker(cell: CellResult) -> bool:
     return cell.context_lost or (cell.violation is not None and cell.violation.kind == "hang")
 
 
-def _worker_main(conn, inflight: str) -> None:
-    """Serve cell requests until told to stop, the parent goes away, or the device is lost."""
+def _worker_main(conn, inflight: str, torch_threads: int | None = None) -> None:
+    """Serve cell requests until told to stop, the parent goes away, or the device is lost;
+    with ``torch_threads``, torch's intra-op threads are set to that many (workers that run
+    side by side share the host's cores)."""
     from reports.campaign import run_cell
     from verify.loader import load_target
+
+    if torch_threads is not None:
+        import torch
+
+        torch.set_num_threads(torch_threads)
 
     path = Path(inflight)
     while True:
@@ -114,9 +121,11 @@ def _worker_main(conn, inflight: str) -> None:
 class IsolatedCells:
     """Cells searched in a spawned worker process that is replaced whenever a target breaks it."""
 
-    def __init__(self, grace_s: float = GRACE_S, stall_s: float | None = None) -> None:
+    def __init__(self, grace_s: float = GRACE_S, stall_s: float | None = None,
+                 torch_threads: int | None = None) -> None:
         self.grace_s = grace_s
         self.stall_s = stall_s  # None: the cell's per-example timeout + STALL_SLACK_S
+        self.torch_threads = torch_threads  # None: torch's default (every core)
         self._ctx = mp.get_context("spawn")  # CUDA cannot be used in a forked child
         self._proc = None
         self._conn = None
@@ -126,7 +135,7 @@ class IsolatedCells:
 
     def _start(self) -> None:
         parent, child = self._ctx.Pipe()
-        self._proc = self._ctx.Process(target=_worker_main, args=(child, str(self.inflight)),
+        self._proc = self._ctx.Process(target=_worker_main, args=(child, str(self.inflight), self.torch_threads),
                                        name="flashverify-cells", daemon=True)
         self._proc.start()
         child.close()

@@ -149,7 +149,8 @@ def render(doc: dict[str, Any]) -> str:
         ["device", f"{env['device']}: {env['device_name']}"
                    + (" (Triton interpreter)" if env.get("triton_interpret") else "")],
         ["budget", f"{num(bud['total_s'])} s; wall {num(bud['wall_s'])} s (FA3 {num(bud['fa3_s'])} s, mutation "
-                   f"{num(bud['mutants_s'])} s, cells {num(bud['cells_s'])} s)"],
+                   f"{num(bud['mutants_s'])} s, cells {num(bud['cells_s'])} s)"
+                   + (f"; {env['jobs']} jobs side by side" if env.get("jobs", 1) > 1 else "")],
         ["seed", str(env["seed"])],
         ["command", f"`{env['command_line']}`"],
         ["rerun", f"`{env['rerun_command']}`"],

@@ -65,6 +65,9 @@ def test_violation_exits_1_prints_counterexample_and_replays(tmp_path: Path) -> 
     (["check", "--op", "softmax", "--target", "torch.softmax", "--max-examples", "0"], "at least 1"),
     (["check", "--op", "softmax"], "required"),
     (["replay", "nowhere.pt"], "no such artifact"),
+    (["run", "--jobs", "0", "--budget", "5"], "--jobs must be 'auto' or a whole number of at least 1"),
+    (["run", "--jobs", "two", "--budget", "5"], "--jobs must be 'auto' or a whole number of at least 1"),
+    (["run", "--jobs", "2", "--isolation", "none", "--budget", "5"], "drop one of the two"),
 ])
 def test_bad_input_exits_2_with_a_clear_message(args: list[str], needle: str) -> None:
     r = run(*args)

@@ -34,6 +34,11 @@ def add_run_parser(sub) -> None:
                    help="where cells run: 'process' searches them in a worker process that is replaced when a "
                         "target crashes or kills the CUDA context, so the campaign goes on and the input is saved; "
                         "'none' in this process; 'auto' (default) is 'process' on CUDA, 'none' on CPU")
+    p.add_argument("--jobs", default="auto", metavar="N",
+                   help="cells and mutants searched side by side, each in a worker process of its own: a whole "
+                        "number, or 'auto' (default): on CUDA one per 4 host cores, at most 4 (most of a GPU check's "
+                        "time is on the host), on the CPU 1. The budget stays wall time: N jobs give each cell up to "
+                        "N times the time")
     p.add_argument("--progress", choices=("auto", "rich", "plain", "none"), default="auto",
                    help="progress display (default: a bar on a terminal, a line per cell otherwise)")
 
@@ -55,6 +60,8 @@ def _rerun(args, seed: int) -> str:
         argv.append("--no-shrink")
     if args.isolation != "auto":
         argv += ["--isolation", args.isolation]
+    if args.jobs != "auto":
+        argv += ["--jobs", str(args.jobs)]
     return quote_command(argv)
 
 
@@ -65,6 +72,13 @@ def cmd_run(args) -> int:
     if not (math.isfinite(args.budget) and args.budget > 0):
         raise UsageError(f"--budget must be a positive number of seconds, got {args.budget:g}")
     dtypes = parse_dtypes(args.dtypes)
+    if args.jobs != "auto":
+        if not (args.jobs.isdigit() and int(args.jobs) >= 1):
+            raise UsageError(f"--jobs must be 'auto' or a whole number of at least 1, got {args.jobs!r}")
+        args.jobs = int(args.jobs)
+        if args.jobs > 1 and args.isolation == "none":
+            raise UsageError(f"--jobs {args.jobs} searches cells side by side in worker processes, and "
+                             f"--isolation none keeps every cell in this process: drop one of the two")
     try:
         args.device = campaign.resolve_device(args.device)
     except campaign.CampaignError as e:
@@ -77,7 +91,7 @@ def cmd_run(args) -> int:
         device=args.device, budget_s=args.budget, targets=args.targets, dtypes=dtypes, seed=seed,
         mutants=not args.no_mutants, fa3=not args.no_fa3, shrink=not args.no_shrink, report_dir=str(args.report),
         command_line=typed,
-        rerun_command=_rerun(args, seed), progress=args.progress, isolation=args.isolation,
+        rerun_command=_rerun(args, seed), progress=args.progress, isolation=args.isolation, jobs=args.jobs,
     )
     try:
         result = campaign.run_campaign(opts)
