@@ -19,7 +19,9 @@ and it reads the gaps of a Q, K or V whose row stride is not a multiple of 8 ele
 answers the search keeps visible, so cuDNN is searched with those layouts.  It refuses
 head dims that are not multiples of 8 (hence ``head_dim_multiple=8``) and takes stride-0
 batch and head broadcasts (bitwise equal to contiguous copies in 192 configurations,
-2026-12-02).  Q, K or V stored dim-major (head-dim stride N) makes flash, efficient and cuDNN
+2026-12-02).  A boolean mask of shape (B, 1, Nq, 1), which SDPA broadcasts over the keys,
+makes it fault with "misaligned address" and lose the context (float16, 2026-12-04, every
+variant of the found input tried), hence ``mask_key_broadcast=False``.  Q, K or V stored dim-major (head-dim stride N) makes flash, efficient and cuDNN
 refuse ("No available kernel", 2026-12-01), hence ``unit_last_stride`` for cuDNN (the other
 two are already kept to unit strides); FlexAttention and our Triton kernel took it.
 Past a CUDA grid axis's 65535 blocks (the grid-heads probe, 2026-12-01, torch 2.11): flash
@@ -144,8 +146,11 @@ register(Target(
     "sdpa-cudnn", "attention",
     functools.partial(sdpa_backend, backend=SDPBackend.CUDNN_ATTENTION, native_gqa=False),
     Capabilities(dtypes=LOW, devices=CUDA, min_length=2, head_dim_max=128, head_dim_multiple=8,
-                 special_values=False, unit_last_stride=True,
+                 special_values=False, unit_last_stride=True, mask_key_broadcast=False,
                  notes=("rejected Nq = Nk = 1 (measured on the H200)", "GQA by expanding K/V heads",
+                        "faults ('misaligned address', the CUDA context lost) on a boolean mask of shape "
+                        "(B, 1, Nq, 1) broadcast over the keys (float16, measured on the H200, 2026-12-04); the "
+                        "(Nq, 1) and (B, Hq, Nq, 1) shapes are left out with it, unmeasured",
                         "refuses every head dim that is not a multiple of 8: 'No available kernel' (D = 1..128, "
                         "measured on the H200, 2026-12-02)",
                         "refuses a head-dim stride other than 1: 'No available kernel' (measured on the H200)")),

@@ -246,6 +246,50 @@ def test_sdpa_cudnn_gives_values_for_a_query_row_with_no_visible_key(dtype: torc
     assert torch.allclose(cudnn[:, :, others].float(), math_[:, :, others].float(), rtol=0, atol=2e-2)
 
 
+# One process a mask: the fault loses the CUDA context.  As measured: the mask, kept as given or
+# made into the full (B, Hq, Nq, Nk) tensor, then cuDNN; the last line says what happened.
+_KEY_BROADCAST_MASK_PROBE = """
+import sys, torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+g = torch.Generator().manual_seed(0)
+q, k, v = (torch.randn(1, 1, 64, 64, generator=g).to("cuda", torch.float16) for _ in range(3))
+mask = torch.rand(1, 1, 64, 1, generator=g) < 0.9
+mask[0, 0, 0, 0] = True
+mask = mask.to("cuda")
+if sys.argv[1] == "materialized":
+    mask = mask.expand(1, 1, 64, 64).contiguous()
+try:
+    with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+        F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=0.1)
+    torch.cuda.synchronize()
+    print("ran")
+except Exception as e:
+    print("raised: " + str(e).strip().splitlines()[0])
+"""
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mask, outcome", [
+    ("as given", "raised: CUDA error: misaligned address"),
+    ("materialized", "ran"),
+])
+def test_sdpa_cudnn_faults_on_a_mask_broadcast_over_the_keys(mask: str, outcome: str) -> None:
+    """Found by ``verify run --device cuda --jobs 4`` on the H200 (2026-12-04 03:17 UTC, torch 2.11,
+    float16): a boolean mask of shape (B, 1, Nq, 1) -- one flag a query, SDPA broadcasting it over
+    the heads and keys -- makes the cuDNN backend fault with "misaligned address", and the CUDA
+    context is lost.  The found input (B = 2, Hq = 6, Nk = 2999, D = 72, K broadcast over the
+    batch, V sliced from a longer buffer) reduced on the same machine, one change a process:
+    every variant with that mask shape faulted (Nk = 16, 64, 2999, 3000; K and V contiguous;
+    B = Hq = 1, Nq = Nk = D = 64), the same mask made into a full (B, Hq, Nq, Nk) tensor ran,
+    and expanded to it with stride 0 was refused ("No available kernel").  Why sdpa-cudnn
+    declares ``mask_key_broadcast=False``.  Fails the day the backend changes how it treats it."""
+    got = subprocess.run([sys.executable, "-c", _KEY_BROADCAST_MASK_PROBE, mask], capture_output=True, text=True,
+                         timeout=120)
+    last = (got.stdout.strip().splitlines() or [""])[-1]
+    assert last == outcome, got.stdout + got.stderr
+
+
 @pytest.mark.gpu
 def test_sdpa_efficient_flushes_float32_subnormals() -> None:
     """Found by ``verify run --device cuda`` on the H200 (16:47 UTC, torch 2.11): with one query
