@@ -51,7 +51,8 @@ if [ "${TIER_SKIP_RUN:-0}" != 1 ]; then
   cp "$OUT"/rep/report.json "$OUT"/rep/report.md "$OUT"/rep/index.html "$OUT"/ 2>/dev/null
   rm -rf "$OUT/rep"
 fi
-# the saved counterexamples' descriptions (the .pt tensors stay on the machine: replay needs the GPU anyway)
+# the saved counterexamples' descriptions: each replays alone (`verify replay cex/NAME.json` rebuilds the
+# input from its spec), so the .pt tensors, which can be GiBs, stay on the machine
 mkdir -p "$OUT/cex" && cp .flashverify/*/*.json "$OUT/cex/" 2>/dev/null
 step "done"
 # The device tool returns at most 8 files: keep the log and the report readable, pack the rest.

@@ -54,6 +54,18 @@ def test_violation_exits_1_prints_counterexample_and_replays(tmp_path: Path) -> 
     # the same artifact replays clean against a correct target: the inputs are what failed, not the file
     art = json.loads(Path(tmp_path / m.group(2)).with_suffix(".json").read_text())
     assert art["target"] == "softmax-tail-pad-zero" and art["violation"]["kind"] == "accuracy"
+    # The JSON beside it (what a GPU run sends back) replays alone, rebuilt from its spec.
+    sidecar = Path(tmp_path / m.group(2)).with_suffix(".json")
+    alone = tmp_path / "elsewhere" / sidecar.name
+    alone.parent.mkdir()
+    alone.write_text(sidecar.read_text())
+    rep = run("replay", str(alone), cwd=tmp_path)
+    assert rep.returncode == 1 and "VIOLATION" in rep.stdout and "rebuilt from the spec (the .json alone" in rep.stdout
+    # A description without a spec cannot rebuild anything: a clear refusal, exit 2.
+    art["spec"] = None
+    alone.write_text(json.dumps(art))
+    rep = run("replay", str(alone), cwd=tmp_path)
+    assert rep.returncode == 2 and "needs the .pt file" in rep.stderr and "Traceback" not in rep.stderr
 
 
 @pytest.mark.parametrize("args, needle", [

@@ -32,7 +32,7 @@ class Artifact:
     target: str
     dtype: str
     device: str
-    inputs: dict[str, Any]  # softmax: {"x"}; attention: {"q","k","v","mask","scale","causal"}
+    inputs: dict[str, Any] | None  # softmax: {"x"}; attention: {"q","k","v","mask","scale","causal"}; None: the .json
     spec: dict[str, Any] | None
     description: str
     options: dict[str, Any]
@@ -70,9 +70,14 @@ def save(artifact: Artifact, directory: str | Path = DEFAULT_DIR) -> Path:
 
 
 def load(path: str | Path) -> Artifact:
+    """The artifact in ``path``: the ``.pt`` file, or the ``.json`` written beside it (no tensors:
+    ``inputs`` is None and replay rebuilds them from the spec, as when a GPU run sent back only
+    the JSON)."""
     path = Path(path)
     if not path.is_file():
         raise ArtifactError(f"no such artifact file: {path}")
+    if path.suffix == ".json":
+        return _load_sidecar(path)
     try:
         payload = torch.load(path, map_location="cpu", weights_only=False)
     except Exception as e:
@@ -81,6 +86,21 @@ def load(path: str | Path) -> Artifact:
         raise ArtifactError(f"{path} is not a flashverify artifact (expected format {FORMAT})")
     return Artifact(payload["op"], payload["target"], payload["dtype"], payload["device"], payload["inputs"],
                     payload.get("spec"), payload.get("description", ""), payload.get("options", {}),
+                    payload.get("violation"), payload.get("kind", "violation"))
+
+
+def _load_sidecar(path: Path) -> Artifact:
+    try:
+        payload = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise ArtifactError(f"{path} is not a readable artifact description ({type(e).__name__}: {e})") from None
+    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+        raise ArtifactError(f"{path} is not a flashverify artifact description (expected format {FORMAT})")
+    if not payload.get("spec"):
+        raise ArtifactError(f"{path} holds no strategy spec to rebuild the inputs from (a hand-made input); "
+                            f"replay needs the .pt file beside it")
+    return Artifact(payload["op"], payload["target"], payload["dtype"], payload["device"], None,
+                    payload["spec"], payload.get("description", ""), payload.get("options", {}),
                     payload.get("violation"), payload.get("kind", "violation"))
 
 
@@ -109,11 +129,19 @@ def replay_inputs(art: Artifact, device: str) -> tuple[dict[str, Any], str]:
     case is rebuilt from it on the device (same layout, offset and poisoned gaps) and
     used if its bits equal the saved tensors; otherwise the saved tensors are moved.
     """
+    from strategies.replay import case_from_dict
+    from verify.search import case_inputs_on
+
+    if art.inputs is None:  # the JSON description alone: the spec is all there is
+        try:
+            return (case_inputs_on(case_from_dict(art.spec), art.op, device),
+                    "rebuilt from the spec (the .json alone: no saved tensors to compare the bits with)")
+        except Exception as e:
+            raise ArtifactError(f"the spec in the artifact description cannot be rebuilt "
+                                f"({type(e).__name__}: {e}); replay needs the .pt file") from None
     saved = {k: (v.to(device) if hasattr(v, "to") else v) for k, v in art.inputs.items()}
     if not art.spec:
         return saved, "saved tensors"
-    from strategies.replay import case_from_dict
-    from verify.search import case_inputs_on
 
     try:
         rebuilt = case_inputs_on(case_from_dict(art.spec), art.op, device)

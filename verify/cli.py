@@ -172,7 +172,10 @@ def cmd_replay(args) -> int:
         if not torch.cuda.is_available():
             raise UsageError(f"the artifact was recorded on {art.device}; no CUDA here. Add --device cpu to try it on CPU.")
     masked = art.options.get("masked_rows", "either")
-    inp, how = artifacts.replay_inputs(art, device)
+    try:
+        inp, how = artifacts.replay_inputs(art, device)
+    except artifacts.ArtifactError as e:
+        raise UsageError(str(e)) from None
     print(f"replaying {art.kind} of {art.target} ({art.op}, {art.dtype}) on {device}: {art.description}")
     print(f"inputs: {how}")
     try:
