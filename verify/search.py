@@ -110,15 +110,19 @@ TILES_CACHE_WORK = 2_000_000
 #: the first that ran (mid-keys), the first rung (260 x 260 over 48 pairs) was put at 8.8 s for
 #: ref-blocked-attention in float16 on the H200 (2026-12-03), past its 6 s, and never tried.
 TILES_PILOTS = ("mid-keys", "mid-queries")
-#: The first rung's estimate takes the cell's fastest check (its smallest cases) as the fixed
-#: cost a check pays whatever its work, and scales only the rest of the pilot's time
-#: (tiles_seconds).  On a GPU the fixed cost (launches, synchronisations, the oracle's setup,
-#: Python loops over blocks) is most of a small check's time: scaled whole, the mid-keys pilot
-#: (16 queries against 4097 keys) put the first rung of ref-blocked-attention at 8.2 s in
-#: float32 and 8.8 s in float16 on the H200 (2026-12-04, 2026-12-03), past the 6 s a 60 s cell
-#: allows, though that target loops over key blocks in Python and the rung has 5 of them
-#: where the pilot has 65.  Later rungs scale the whole time of the rung before: a case of
-#: the same shape, where the ratio of the work is the better guide.
+#: On a CUDA device the first rung's estimate takes the cell's fastest check (its smallest
+#: cases) as the fixed cost a check pays whatever its work, and scales only the rest of the
+#: pilot's time (tiles_seconds).  There the fixed cost (launches, synchronisations, the oracle's
+#: setup, Python loops over blocks) is most of a check's time up to the rungs' sizes: scaled
+#: whole, the mid-keys pilot (16 queries against 4097 keys) put the first rung of
+#: ref-blocked-attention at 8.2 s in float32 and 8.8 s in float16 on the H200 (2026-12-04,
+#: 2026-12-03), past the 6 s a 60 s cell allows, and with the fixed cost credited every rung up
+#: to 4096 x 4096 took 1.4-1.7 s in all.  On the CPU the work itself costs: for
+#: ref-naive-attention in float32 (2026-12-04, CPU profile) the pilot took 7-11 ms of which
+#: 5.8 ms was the fixed cost, the first rung 0.54-0.59 s; scaled whole the estimate was
+#: 0.73-1.09 s, with the fixed cost credited 0.16-0.52 s, too low, so the CPU scales the whole
+#: time.  Later rungs scale the whole time of the rung before everywhere: a case of the same
+#: shape, where the ratio of the work is the better guide.
 
 
 @dataclass(frozen=True)
@@ -732,7 +736,8 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
                 compiling = compiled_share(*state["tiles_pilots"].get(name, (None, 0.0)))
                 pilot = (cost[0], max(cost[1] - compiling, 1e-6))
         why = f"no {' or '.join(TILES_PILOTS)} probe ran to time it"
-        fixed = state["fastest_wall"] if math.isfinite(state["fastest_wall"]) else 0.0  # first rung only
+        # The fixed-cost credit: on a CUDA device, for the first rung only (see TILES_PILOTS).
+        fixed = state["fastest_wall"] if opts.device != "cpu" and math.isfinite(state["fastest_wall"]) else 0.0
         for rung in strategies.attention.TILES_RUNGS:
             why = ""
             args = _strategy_args(target, fmt.name, opts, tiles=rung[0])
