@@ -196,6 +196,14 @@ def _row_factors(g: torch.Tensor, truth: SoftmaxTruth, spread: torch.Tensor, use
     return _RowFactors(lo, hi, at_lo, at_hi, rel.reshape(-1, n), a.reshape(-1, n))
 
 
+def _worst_row(bad: torch.Tensor, score: torch.Tensor, lead_index: torch.Tensor, truth: SoftmaxTruth,
+               n: int) -> tuple[int, tuple[int, ...], torch.Tensor]:
+    """Of the ``bad`` rows, the one of the largest ``score``: its flat index, its index over the
+    leading dims, and the exact probabilities as (rows, n)."""
+    worst = int(torch.argmax(torch.where(bad, score, torch.full_like(score, -1.0))))
+    return worst, tuple(int(i) for i in lead_index[worst]), (truth.probs.hi + truth.probs.lo).reshape(-1, n)
+
+
 def _shared_normalizer_violation(g: torch.Tensor, truth: SoftmaxTruth, f: _RowFactors,
                                  lead_index: torch.Tensor) -> Violation | None:
     """The row whose outputs cannot share one normalizer (its interval of common factors is
@@ -208,10 +216,8 @@ def _shared_normalizer_violation(g: torch.Tensor, truth: SoftmaxTruth, f: _RowFa
     r = torch.log1p(f.rel)
     gap = r[rows, f.at_lo] - r[rows, f.at_hi]
     allowed = torch.log1p(f.spread[rows, f.at_lo]) - torch.log1p(-f.spread[rows, f.at_hi])
-    worst = int(torch.argmax(torch.where(bad, gap / allowed, torch.full_like(gap, -1.0))))
-    row = tuple(int(i) for i in lead_index[worst])
+    worst, row, exact = _worst_row(bad, gap / allowed, lead_index, truth, n)
     ja, jb = int(f.at_lo[worst]), int(f.at_hi[worst])
-    exact = (truth.probs.hi + truth.probs.lo).reshape(-1, n)
     return Violation(
         "shared-normalizer",
         f"row {row}: the outputs at columns {ja} and {jb} are off the exact softmax by "
@@ -236,11 +242,9 @@ def _summation_bias_violation(g: torch.Tensor, truth: SoftmaxTruth, f: _RowFacto
     bad = judged & (least.abs() > bound)
     if not bool(bad.any()):
         return None
-    worst = int(torch.argmax(torch.where(bad, least.abs() / bound, torch.full_like(bound, -1.0))))
-    row = tuple(int(i) for i in lead_index[worst])
+    worst, row, exact = _worst_row(bad, least.abs() / bound, lead_index, truth, n)
     factor = math.expm1(float(least[worst]))
     j = int(f.at_lo[worst] if factor > 0 else f.at_hi[worst])
-    exact = (truth.probs.hi + truth.probs.lo).reshape(-1, n)
     return Violation(
         "summation-bias",
         f"row {row}: every output is off the exact softmax by a common factor of at least {factor:+.4g} "
