@@ -8,6 +8,10 @@ Order of work, all inside ``budget_s``:
 3. mutation testing (unless disabled): the rest, shared out mutant by mutant (a
    mutant killed early leaves its time to the next ones), controls last.
 
+With ``jobs`` above 1 the cells, then the mutants, run that many at a time on worker
+processes (``reports.cell_pool``, which says how the shares are set); the phases and their
+deadlines are the same.
+
 A budget is checked between examples, and one example can take seconds (an oracle
 row recomputed in mpmath), so the wall time can exceed the budget a little; the
 report gives the time each phase and each cell actually took.
