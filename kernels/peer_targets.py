@@ -21,8 +21,9 @@ head dims that are not multiples of 8 (hence ``head_dim_multiple=8``) and takes 
 batch and head broadcasts (bitwise equal to contiguous copies in 192 configurations,
 2026-12-02).  A boolean mask of shape (B, 1, Nq, 1), which SDPA broadcasts over the keys,
 makes it fault with "misaligned address" and lose the context (float16, 2026-12-04, every
-variant of the found input tried), hence ``mask_key_broadcast=False``.  Q, K or V stored dim-major (head-dim stride N) makes flash, efficient and cuDNN
-refuse ("No available kernel", 2026-12-01), hence ``unit_last_stride`` for cuDNN (the other
+variant of the found input tried), hence ``mask_key_broadcast=False``.  Q, K or V stored
+dim-major (head-dim stride N) makes flash, efficient and cuDNN refuse ("No available kernel",
+2026-12-01), hence ``unit_last_stride`` for cuDNN (the other
 two are already kept to unit strides); FlexAttention and our Triton kernel took it.
 Past a CUDA grid axis's 65535 blocks (the grid-heads probe, 2026-12-01, torch 2.11): flash
 raises "CUDA error: invalid argument" for a batch or a head count of 65536 (pytorch #146704,

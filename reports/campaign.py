@@ -45,7 +45,7 @@ import torch
 
 from kernels.registry import Target, all_targets, get_target
 from reports.cell_pool import CellPool, Job, auto_jobs, torch_threads_per_job
-from reports.cell_worker import InProcessCells
+from reports.cell_worker import InProcessCells, isolated_runners
 from verify import artifacts, search
 from verify.dtypes import STANDARD_DTYPES, get_format
 from verify.search import CellResult, CheckOptions
@@ -422,13 +422,20 @@ def environment(opts: CampaignOptions) -> dict[str, Any]:
     }
 
 
-def resolve_jobs(jobs: int | str, device: str) -> int:
-    """The number of runners: ``auto`` as ``reports.cell_pool.auto_jobs``, else the number given."""
+def resolve_jobs(jobs: int | str, device: str, isolation: str = "auto") -> int:
+    """The number of runners: ``auto`` as ``reports.cell_pool.auto_jobs`` (1 with ``isolation``
+    none, which keeps cells in this process), else the whole number given; CampaignError for
+    anything else, or for more than one job with ``isolation`` none."""
     if jobs == "auto":
-        return auto_jobs(device)
-    n = int(jobs)
-    if n < 1:
-        raise CampaignError(f"--jobs must be 'auto' or a whole number of at least 1, got {jobs}")
+        return 1 if isolation == "none" else auto_jobs(device)
+    n = jobs if isinstance(jobs, int) and not isinstance(jobs, bool) else None
+    if isinstance(jobs, str) and jobs.isdigit():
+        n = int(jobs)
+    if n is None or n < 1:
+        raise CampaignError(f"--jobs must be 'auto' or a whole number of at least 1, got {jobs!r}")
+    if n > 1 and isolation == "none":
+        raise CampaignError(f"--jobs {n} searches cells side by side in worker processes, and --isolation none "
+                            f"keeps every cell in this process: drop one of the two")
     return n
 
 
@@ -537,14 +544,10 @@ def run_campaign(opts: CampaignOptions) -> CampaignResult:
     progress.line(f"flashverify run on {opts.device} ({env['device_name']}): {len(targets)} target(s), "
                   f"dtypes {', '.join(dtypes)}, budget {opts.budget_s:g} s, seed {opts.seed}")
     timings: dict[str, float] = {}
-    jobs = resolve_jobs(opts.jobs, opts.device)
-    isolated = opts.isolation == "process" or (opts.isolation == "auto" and (opts.device.startswith("cuda")
-                                                                               or jobs > 1))
-    if jobs > 1 and not isolated:
-        raise CampaignError(f"--jobs {jobs} runs cells in worker processes side by side; --isolation none "
-                            f"keeps them in this process: drop one of the two")
+    jobs = resolve_jobs(opts.jobs, opts.device, opts.isolation)
     env["jobs"] = jobs
-    pool = CellPool(jobs, isolated, torch_threads_per_job(jobs) if jobs > 1 else None)
+    pool = CellPool(jobs, isolated_runners(opts.isolation, opts.device, jobs),
+                    torch_threads_per_job(jobs) if jobs > 1 else None)
     try:
         fa3 = None
         if opts.fa3:

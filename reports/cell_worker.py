@@ -251,11 +251,10 @@ def _read_inflight(path: Path) -> dict[str, Any] | None:
         return None
 
 
-def cell_runner(isolation: str, device: str):
-    """``IsolatedCells`` for ``process`` (or ``auto`` on CUDA), else ``InProcessCells``."""
-    if isolation == "process" or (isolation == "auto" and device.startswith("cuda")):
-        return IsolatedCells()
-    return InProcessCells()
+def isolated_runners(isolation: str, device: str, jobs: int) -> bool:
+    """Whether cells run in worker processes (``IsolatedCells``): ``process``, or ``auto`` on
+    CUDA or with more than one job (jobs run side by side only in processes of their own)."""
+    return isolation == "process" or (isolation == "auto" and (device.startswith("cuda") or jobs > 1))
 
 
-__all__ = ["InProcessCells", "IsolatedCells", "cell_runner", "GRACE_S"]
+__all__ = ["InProcessCells", "IsolatedCells", "isolated_runners", "GRACE_S"]

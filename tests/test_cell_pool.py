@@ -90,6 +90,12 @@ def test_auto_jobs_follow_the_host_on_cuda_and_stay_one_on_the_cpu() -> None:
         CellPool(2, isolated=False)
     with pytest.raises(campaign.CampaignError, match="at least 1"):
         campaign.resolve_jobs(0, "cpu")
+    with pytest.raises(campaign.CampaignError, match="at least 1"):
+        campaign.resolve_jobs("two", "cpu")
+    with pytest.raises(campaign.CampaignError, match="drop one of the two"):
+        campaign.resolve_jobs("2", "cuda", "none")
+    # --isolation none keeps cells in this process, so auto gives one job there, on CUDA too.
+    assert campaign.resolve_jobs("auto", "cuda", "none") == 1 and campaign.resolve_jobs("3", "cpu") == 3
 
 
 def test_a_campaign_of_two_jobs_searches_every_cell_in_worker_processes(tmp_path) -> None:

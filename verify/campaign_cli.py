@@ -37,7 +37,7 @@ def add_run_parser(sub) -> None:
     p.add_argument("--jobs", default="auto", metavar="N",
                    help="cells and mutants searched side by side, each in a worker process of its own: a whole "
                         "number, or 'auto' (default): on CUDA one per 4 host cores, at most 4 (most of a GPU check's "
-                        "time is on the host), on the CPU 1. The budget stays wall time: N jobs give each cell up to "
+                        "time is on the host), on the CPU or with --isolation none 1. The budget stays wall time: N jobs give each cell up to "
                         "N times the time")
     p.add_argument("--progress", choices=("auto", "rich", "plain", "none"), default="auto",
                    help="progress display (default: a bar on a terminal, a line per cell otherwise)")
@@ -72,15 +72,9 @@ def cmd_run(args) -> int:
     if not (math.isfinite(args.budget) and args.budget > 0):
         raise UsageError(f"--budget must be a positive number of seconds, got {args.budget:g}")
     dtypes = parse_dtypes(args.dtypes)
-    if args.jobs != "auto":
-        if not (args.jobs.isdigit() and int(args.jobs) >= 1):
-            raise UsageError(f"--jobs must be 'auto' or a whole number of at least 1, got {args.jobs!r}")
-        args.jobs = int(args.jobs)
-        if args.jobs > 1 and args.isolation == "none":
-            raise UsageError(f"--jobs {args.jobs} searches cells side by side in worker processes, and "
-                             f"--isolation none keeps every cell in this process: drop one of the two")
     try:
         args.device = campaign.resolve_device(args.device)
+        campaign.resolve_jobs(args.jobs, args.device, args.isolation)  # bad --jobs: exit 2 before any work
     except campaign.CampaignError as e:
         raise UsageError(str(e)) from None
     seed = args.seed if args.seed is not None else campaign.new_seed()

@@ -109,7 +109,6 @@ TILES_CACHE_WORK = 2_000_000
 #: work, whose time a fixed cost a call (launches, the oracle's setup) weighs least in.  Taking
 #: the first that ran (mid-keys), the first rung (260 x 260 over 48 pairs) was put at 8.8 s for
 #: ref-blocked-attention in float16 on the H200 (2026-12-03), past its 6 s, and never tried.
-TILES_PILOTS = ("mid-keys", "mid-queries")
 #: On a CUDA device the first rung's estimate takes the cell's fastest check (its smallest
 #: cases) as the fixed cost a check pays whatever its work, and scales only the rest of the
 #: pilot's time (tiles_seconds).  There the fixed cost (launches, synchronisations, the oracle's
@@ -123,6 +122,7 @@ TILES_PILOTS = ("mid-keys", "mid-queries")
 #: 0.73-1.09 s, with the fixed cost credited 0.16-0.52 s, too low, so the CPU scales the whole
 #: time.  Later rungs scale the whole time of the rung before everywhere: a case of the same
 #: shape, where the ratio of the work is the better guide.
+TILES_PILOTS = ("mid-keys", "mid-queries")
 
 
 @dataclass(frozen=True)
