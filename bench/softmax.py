@@ -157,20 +157,6 @@ def sweep_variants(n: int, dtype_name: str):
         variants += [(f"coop1_w{w}_g{g}", {}, {"cooperative": True, "coop_chunk": n, "coop_warps": w,
                                                "coop_groups": g})
                      for w in (2, 4, 8) for g in (528, 1056, 2112, 4224) if n // w >= 128]
-    if n >= 16384:
-        # the relay schedule (kernels/triton_softmax_relay.py): chunks read twice, the second
-        # time from the L2; s = programs a SM at most (the launch caps them at what the
-        # registers allow and at the L2 share), l = lag in items, x = the precise path
-        # computes its exponentials again from the input instead of keeping them in the output
-        paths = ([("relayp", {}, {}), ("relayx", {}, {"relay_keep_p": False}),
-                  ("relayf", {"precise": False}, {})] if dtype_name == "fp32" else [("relay16", {}, {})])
-        shapes = [(c, w, k, lag, l2) for c, w in ((1024, 4), (2048, 4), (2048, 8), (4096, 8), (4096, 16), (8192, 16))
-                  for k in (4, 32) for lag, l2 in ((2, 0.5),)]
-        shapes += [(2048, 8, 32, 1, 0.5), (4096, 16, 32, 1, 0.5), (2048, 8, 32, 2, 0.8), (4096, 16, 32, 2, 0.8)]
-        variants += [(f"{tag}_c{c}_w{w}_s{k}_l{lag}" + (f"_f{l2}" if l2 != 0.5 else ""), kw,
-                      {"relay": True, "relay_chunk": c, "relay_warps": w, "relay_per_sm": k, "relay_lag": lag,
-                       "relay_l2": l2, **extra})
-                     for tag, kw, extra in paths for c, w, k, lag, l2 in shapes if c < n]
     if dtype_name == "fp32":
         variants.append(("fast", {"precise": False}, {}))
         if 8192 <= n <= 16384:
@@ -271,9 +257,6 @@ def bench_case(dtype_name: str, n: int, total: int, sweep: bool, warmup: float, 
             once = time.perf_counter() - t0
             if grids:  # the grid the residency cap let through, as programs a SM
                 schedule += f" {grids[0][0] / sms:.2f}/SM"
-            if tuning.get("relay"):
-                from kernels.triton_softmax_relay import LAST_GRID
-                schedule = f"relay {LAST_GRID[0] / sms:.2f}/SM"
             if once > SLOW_CALL_S:
                 print(f"{dtype_name:>5} N={n:<8} {name}: one call took {once:.2f} s; not timed "
                       f"(a cooperative launch whose partners are not all resident?)", flush=True)

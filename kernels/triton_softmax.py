@@ -225,9 +225,7 @@ TUNING: dict = {"rows_warps": None, "stream_warps": None, "stream_block": None,
                 "online_programs_per_sm": None, "rows_block_r": None,
                 "cooperative": None, "coop_chunk": None, "coop_warps": None, "coop_groups": None,
                 "coop_programs_per_sm": None, "coop_lag": None, "coop_hold_x": None, "coop_early_poll": None,
-                "l2_hints": None, "lane_stats": None, "keep_p": None, "online_maxnreg": None,
-                "relay": None, "relay_chunk": None, "relay_warps": None, "relay_per_sm": None,
-                "relay_lag": None, "relay_keep_p": None, "relay_programs": None, "relay_l2": None}
+                "l2_hints": None, "lane_stats": None, "keep_p": None, "online_maxnreg": None}
 
 
 def _tuned(key: str, default):
@@ -613,12 +611,11 @@ def _poll_slots(slots, n_chunks, c, BLOCK_S: tl.constexpr):
 
 
 @triton.jit
-def _gather_chunk_stats(x_row, slots, packed, n_cols, n_chunks, c, spin_limit, counts,
-                        CHUNK: tl.constexpr, BLOCK_S: tl.constexpr, PRECISE: tl.constexpr,
-                        COUNT_SPINS: tl.constexpr):
-    """(m_c, l_c) per lane of a row's n_chunks published chunk statistics other than chunk c's
-    (c < 0: all of them), given a first poll of the slots (``packed``, from _poll_slots);
-    lane c and unused lanes hold whatever the poll read there (0).
+def _cooperative_row_stats(x_row, slots, packed, n_cols, n_chunks, c, m_own, l_own, spin_limit, counts,
+                           CHUNK: tl.constexpr, BLOCK_S: tl.constexpr, PRECISE: tl.constexpr,
+                           COUNT_SPINS: tl.constexpr):
+    """(shift, l in float64) of a row from its n_chunks published chunk statistics (chunk c
+    is ours), given a first poll of the slots (``packed``, from _poll_slots).
 
     Polls again at most spin_limit times while a chunk is missing; any chunk still
     unpublished after that is computed here from the input, so the result never depends on
@@ -628,6 +625,7 @@ def _gather_chunk_stats(x_row, slots, packed, n_cols, n_chunks, c, spin_limit, c
     first to ``counts[0]`` and 1 to ``counts[1]`` when it polled again at all.
     """
     idx = tl.arange(0, BLOCK_S)
+    valid = idx < n_chunks
     mc, lc = _unpack_stats(packed)
     missing = tl.sum((lc == _COOP_EMPTY_L).to(tl.int32), axis=0)
     spins = spin_limit * 0
@@ -652,20 +650,6 @@ def _gather_chunk_stats(x_row, slots, packed, n_cols, n_chunks, c, spin_limit, c
                 mj, _pj, lj = _chunk_stats(xj, PRECISE)
                 mc = tl.where(idx == j, mj, mc)
                 lc = tl.where(idx == j, lj, lc)
-    return mc, lc
-
-
-@triton.jit
-def _cooperative_row_stats(x_row, slots, packed, n_cols, n_chunks, c, m_own, l_own, spin_limit, counts,
-                           CHUNK: tl.constexpr, BLOCK_S: tl.constexpr, PRECISE: tl.constexpr,
-                           COUNT_SPINS: tl.constexpr):
-    """(shift, l in float64) of a row from its n_chunks published chunk statistics (chunk c
-    is ours, ``(m_own, l_own)``), given a first poll of the slots (``packed``, from
-    _poll_slots); see _gather_chunk_stats."""
-    idx = tl.arange(0, BLOCK_S)
-    valid = idx < n_chunks
-    mc, lc = _gather_chunk_stats(x_row, slots, packed, n_cols, n_chunks, c, spin_limit, counts,
-                                 CHUNK, BLOCK_S, PRECISE, COUNT_SPINS)
     mc = tl.where(idx == c, m_own, tl.where(valid, mc, float("-inf")))
     lc = tl.where(idx == c, l_own, tl.where(valid, lc, 0.0))
     return _merge_f64(mc, lc)
@@ -1040,16 +1024,6 @@ def _launch(x2: torch.Tensor, y2: torch.Tensor | None, lse: torch.Tensor | None,
     interpreted = interpreting()
     plan_args = (n_rows, n_cols, x2.dtype, num_sms(x2.device), interpreted, _l2_bytes(x2.device),
                  block_size, num_chunks, precise)
-    if TUNING["relay"] and block_size is None and num_chunks is None:
-        from kernels.triton_softmax_relay import launch_relay
-        if launch_relay(x2, y_arg, lse_arg, stride_y, precise=precise, write_y=write_y, write_lse=write_lse,
-                        chunk=_tuned("relay_chunk", 4096), warps=_tuned("relay_warps", 8),
-                        per_sm=_tuned("relay_per_sm", 8), lag=_tuned("relay_lag", 2),
-                        keep_p=_tuned("relay_keep_p", True),
-                        l2_bytes=int(_l2_bytes(x2.device) * 2 * _tuned("relay_l2", 0.5)),
-                        spin_limit=_INTERPRETER_SPINS if interpreted else COOP_SPIN_LIMIT, interpreted=interpreted,
-                        programs=TUNING["relay_programs"]):
-            return
     plan = _cached_plan(plan_args)
     if plan.name == "cooperative":
         if _launch_cooperative(plan, x2, y_arg, lse_arg, stride_y, precise, write_y, write_lse, interpreted):
