@@ -157,6 +157,23 @@ def sweep_variants(n: int, dtype_name: str):
         variants += [(f"coop1_w{w}_g{g}", {}, {"cooperative": True, "coop_chunk": n, "coop_warps": w,
                                                "coop_groups": g})
                      for w in (2, 4, 8) for g in (528, 1056, 2112, 4224) if n // w >= 128]
+    if dtype_name == "fp32" and n >= 4096:
+        # the precise path summing its exponentials in float64 (sum_f64; the default where one
+        # program holds the row, see SUM64_WARPS): the default launch, then cooperative launch
+        # shapes (with the lag from 262144, as COOP_LONG has it)
+        f64 = {"sum_f64": True}
+        variants.append(("f64", {}, f64))
+        if n <= 16384:  # the default sums in float64 here: the compensated sum for comparison
+            variants.append(("f64_off", {}, {"sum_f64": False}))
+            variants += [(f"f64_coop1_w{w}", {}, {**f64, "cooperative": True, "coop_chunk": 16384, "coop_warps": w})
+                         for w in (16, 32) if n > 8192]
+        else:
+            lag = n > 262144
+            variants += [(f"f64_coop_c{c}_w{w}_s{k}" + ("_lag" if lag else ""), {},
+                          {**f64, "cooperative": True, "coop_chunk": c, "coop_warps": w, "coop_programs_per_sm": k,
+                           "coop_lag": lag})
+                         for c, w, k in ((2048, 2, 8), (2048, 4, 6), (2048, 4, 8), (4096, 4, 3), (4096, 4, 4),
+                                         (4096, 8, 4), (8192, 8, 2)) if c < n]
     if dtype_name == "fp32":
         variants.append(("fast", {"precise": False}, {}))
         if 8192 <= n <= 16384:

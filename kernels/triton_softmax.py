@@ -71,7 +71,8 @@ STREAM_BLOCK = 4096
 ONLINE_BLOCK = 8192
 #: Elements of a row one program of the cooperative schedule holds in registers (powers of
 #: two), and its warps (at most COOP_WARPS, one per 512 elements): 8192 elements at 16 warps
-#: compile to ~100-110 registers a thread for sm_90; 16384 need 32 warps not to spill.
+#: compile to ~100-110 registers a thread for sm_90; 16384 need 32 warps not to spill (16 with
+#: the float64 sum of the precise one-chunk launch: 128 registers, no spill; SUM64_WARPS).
 #: Measured on the H200 (2026-11-29, ``bench/softmax.py --sweep``), the schedule is the
 #: default only where it won: float32 rows of 8193..16384 on the precise path, as one
 #: 16384-wide chunk (S = 1, no exchange: a persistent single pass that prefetches its next
@@ -81,6 +82,20 @@ ONLINE_BLOCK = 8192
 #: several programs a SM it wins on long rows (COOP_LONG).
 COOP_CHUNK = {torch.float32: 16384, torch.float16: 8192, torch.bfloat16: 8192}
 COOP_WARPS = 32
+#: Warps of the cooperative kernel's one-chunk launch (precise float32 rows of 8193..16384)
+#: when it sums in float64.  On the precise path the compensated float32 sum took ~8 of the
+#: ~50 instructions an element (a two-sum per addition; ncu on the H200: 52 thread
+#: instructions an element, the issue slots the limit) against 2 for a float64 sum (a
+#: conversion, which the conversion pipe takes, and one add on the float64 pipe): 912 SASS
+#: instructions instead of 1056 for the 16384-wide kernel (sm_90).  The sum is also closer:
+#: the float64 sum of at most 2**20 float32 terms is within ~2**-33 relative, then rounded once.
+#: Graph-timed on the H200 (2026-12-04 ~05:25 UTC, two rounds, ``bench/softmax.py --sweep
+#: --variants f64``), % of copy: N = 16384 89.1-89.4% at 16 warps, 86.3-87.9% at 32, against
+#: 81.4-81.9% compensated; N = 4096 (single-pass kernel) 97.9-98.1% against 96.5-96.7%.  Where a
+#: row's chunks are shared (N >= 32768) the float64 sum took more registers (2048 x 2 warps:
+#: 221 against 168, triton 3.9) and lost 14 points at 32768..262144 (61-64% against 71-78%), so
+#: those launches keep the compensated sum.
+SUM64_WARPS = 16
 
 
 class LongRowLaunch(NamedTuple):
@@ -225,12 +240,26 @@ TUNING: dict = {"rows_warps": None, "stream_warps": None, "stream_block": None,
                 "online_programs_per_sm": None, "rows_block_r": None,
                 "cooperative": None, "coop_chunk": None, "coop_warps": None, "coop_groups": None,
                 "coop_programs_per_sm": None, "coop_lag": None, "coop_hold_x": None, "coop_early_poll": None,
-                "l2_hints": None, "lane_stats": None, "keep_p": None, "online_maxnreg": None}
+                "l2_hints": None, "lane_stats": None, "keep_p": None, "online_maxnreg": None, "sum_f64": None}
 
 
 def _tuned(key: str, default):
     value = TUNING[key]
     return default if value is None else value
+
+
+def _sum64(precise: bool, single: bool) -> bool:
+    """Whether a precise float32 launch sums its exponentials in float64 (the ``PRECISE``
+    argument ``SUM_F64``) rather than with compensated float32 sums: by default where a
+    program holds whole rows (``single``: the single-pass kernel, the cooperative one with one
+    chunk a row), see SUM64_WARPS; ``TUNING["sum_f64"]`` overrides it."""
+    return precise and bool(_tuned("sum_f64", single))
+
+
+def _precise_arg(plan: "_Plan", precise: bool) -> bool | int:
+    """The kernels' PRECISE argument for ``plan``: False (fast path), True (compensated float32
+    sums of the exponentials) or SUM_F64 (float64 sums)."""
+    return SUM_F64.value if precise and plan.sum64 else precise
 
 
 def _l2_bytes(device: torch.device) -> int:
@@ -249,12 +278,19 @@ def _exp(x, shift, PRECISE: tl.constexpr):
     return r
 
 
+#: The PRECISE constexpr that sums exponentials in float64 (True: compensated float32 sums).
+SUM_F64: tl.constexpr = tl.constexpr(2)
+
+
 @triton.jit
 def _sum(p, axis: tl.constexpr, PRECISE: tl.constexpr):
     # The row sum scales every output: in float32 its error must stay near one rounding.
     if PRECISE:
-        hi, lo = sum_compensated(p, axis)
-        s = hi + lo
+        if PRECISE == SUM_F64:
+            s = tl.sum(p.to(tl.float64), axis=axis).to(tl.float32)
+        else:
+            hi, lo = sum_compensated(p, axis)
+            s = hi + lo
     else:
         s = tl.sum(p, axis=axis)
     return s
@@ -756,8 +792,8 @@ def _softmax_cooperative_kernel(
     ``l``, so the whole row is NaN (LSE NaN); rows never mix (one slot row per row).
 
     Error.  float32 (PRECISE): ``p`` is the ~1 ulp exponential of the other kernels and ``l_c``
-    their compensated sum rounded once to float32; the merge and the factor
-    ``exp(m_c - shift) / l`` are float64 (~1e-14 relative), split into a float32 pair so that
+    their compensated sum (with one chunk a row, their float64 sum) rounded once to float32;
+    the merge and the factor ``exp(m_c - shift) / l`` are float64 (~1e-14 relative), split into a float32 pair so that
     ``y = fma(p, hi, p * lo)`` is rounded once (up to rare near-ties).  So the error is that of
     the single-pass kernel: ~1 ulp (exponential) + ~0.5 ulp (l) + 0.5 ulp (final rounding),
     not more: unlike the online and split schedules, no float32 rescale factor is rounded.
@@ -839,6 +875,7 @@ class _Plan(NamedTuple):
     lanes: bool = False  # online, split: per-lane statistics in the first sweep
     keep_p: bool = False  # online, precise float32: the first sweep writes exp(x - m_b) for the second
     maxnreg: int = 0  # registers a thread at most (0: the compiler's choice)
+    sum64: bool = False  # precise float32: the exponentials summed in float64 (see SUM64_WARPS)
 
 
 def _single_block(dtype: torch.dtype) -> int:
@@ -886,12 +923,14 @@ def _cooperative_plan(n_rows: int, n_cols: int, dtype: torch.dtype, sms: int, pr
         # number of groups may run (a persistent single pass).
         cap = slots // num_chunks if num_chunks > 1 else n_rows
         groups = min(cap, int(TUNING["coop_groups"]))
-    num_warps = TUNING["coop_warps"] or (launch.warps if launch else max(1, min(COOP_WARPS, chunk // 512)))
+    sum64 = _sum64(precise and dtype == torch.float32, num_chunks == 1)
+    warps = launch.warps if launch else max(1, min(SUM64_WARPS if sum64 else COOP_WARPS, chunk // 512))
+    num_warps = TUNING["coop_warps"] or warps
     lag = num_chunks > 1 and bool(_tuned("coop_lag", launch.lag if launch else False))
     early = lag and bool(_tuned("coop_early_poll", launch.early_poll if launch else True))
     hold_x = lag and dtype != torch.float32 and bool(_tuned("coop_hold_x", True))
     return _Plan("cooperative", block=chunk, num_warps=num_warps, num_chunks=num_chunks, groups=max(1, groups),
-                 lag=lag, early_poll=early, hold_x=hold_x)
+                 lag=lag, early_poll=early, hold_x=hold_x, sum64=sum64)
 
 
 def _plan(n_rows: int, n_cols: int, dtype: torch.dtype, sms: int, interpreted: bool, l2_bytes: int,
@@ -924,7 +963,7 @@ def _plan(n_rows: int, n_cols: int, dtype: torch.dtype, sms: int, interpreted: b
         num_warps = TUNING["rows_warps"] or num_warps
         if interpreted:
             block_r = 1
-        return _Plan("rows", block=n_pow2, num_warps=num_warps, block_r=block_r)
+        return _Plan("rows", block=n_pow2, num_warps=num_warps, block_r=block_r, sum64=_sum64(precise, True))
 
     if num_chunks is None:
         # Enough rows keep every SM busy with whole rows; otherwise rows are split.
@@ -964,11 +1003,11 @@ def _plan(n_rows: int, n_cols: int, dtype: torch.dtype, sms: int, interpreted: b
         programs = TUNING["online_programs_per_sm"] and TUNING["online_programs_per_sm"] * sms
         programs = programs or min(4 * sms, max(floor, l2_bytes // (2 * row_bytes)))
         return _Plan("online", block=stream, num_warps=num_warps, programs=max(1, min(n_rows, programs)),
-                     lanes=lanes, keep_p=precise and bool(_tuned("keep_p", True)))
+                     lanes=lanes, keep_p=precise and bool(_tuned("keep_p", True)), sum64=_sum64(precise, False))
 
     chunk = triton.cdiv(n_blocks, num_chunks) * stream
     return _Plan("split", block=stream, num_warps=num_warps, chunk=chunk, num_chunks=triton.cdiv(n_cols, chunk),
-                 lanes=lanes)
+                 lanes=lanes, sum64=_sum64(precise, False))
 
 
 _PLANS: dict = {}
@@ -1029,7 +1068,7 @@ def _launch(x2: torch.Tensor, y2: torch.Tensor | None, lse: torch.Tensor | None,
         if _launch_cooperative(plan, x2, y_arg, lse_arg, stride_y, precise, write_y, write_lse, interpreted):
             return
         plan = _plan(*plan_args, cooperative_ok=False)
-    flags = dict(PRECISE=precise, WRITE_Y=write_y, WRITE_LSE=write_lse, num_warps=plan.num_warps)
+    flags = dict(PRECISE=_precise_arg(plan, precise), WRITE_Y=write_y, WRITE_LSE=write_lse, num_warps=plan.num_warps)
     # The streamed schedules read a row twice: ask the L2 to keep the first sweep's lines and
     # to drop the second sweep's reads and the output first.  Measured on the H200 (16:26 UTC,
     # N = 65536): 65% -> 77% of copy bandwidth for the fast float32 path, 70% -> 72% bf16; the
@@ -1060,7 +1099,8 @@ def _launch(x2: torch.Tensor, y2: torch.Tensor | None, lse: torch.Tensor | None,
         grid = (n_rows * plan.num_chunks,)
         _softmax_partial_kernel[grid](
             x2, stats, n_cols, x2.stride(0), plan.chunk, plan.num_chunks,
-            BLOCK_N=plan.block, PRECISE=precise, num_warps=plan.num_warps, KEEP=hints["KEEP"], LANES=plan.lanes,
+            BLOCK_N=plan.block, PRECISE=_precise_arg(plan, precise), num_warps=plan.num_warps, KEEP=hints["KEEP"],
+            LANES=plan.lanes,
         )
         _softmax_finish_kernel[grid](
             x2, y_arg, lse_arg, stats, n_cols, x2.stride(0), stride_y, plan.chunk, plan.num_chunks,
@@ -1074,7 +1114,7 @@ def cooperative_constexprs(plan: _Plan, precise: bool, write_y: bool, write_lse:
     ``plan``; ``precise`` as the launch passes it (float32 only)."""
     return dict(CHUNK=plan.block, BLOCK_S=max(32 * plan.num_warps, triton.next_power_of_2(plan.num_chunks)),
                 COOP=plan.num_chunks > 1, LAG=plan.lag, HOLD_X=plan.hold_x, EARLY_POLL=plan.early_poll,
-                PRECISE=precise, WRITE_Y=write_y, WRITE_LSE=write_lse, num_warps=plan.num_warps,
+                PRECISE=_precise_arg(plan, precise), WRITE_Y=write_y, WRITE_LSE=write_lse, num_warps=plan.num_warps,
                 COUNT_SPINS=_POLL_COUNTS is not None)  # a diagnostic: counting_cooperative_polls
 
 
@@ -1216,8 +1256,8 @@ def softmax(x: torch.Tensor, *, return_lse: bool = False, block_size: int | None
     Computed as ``exp(x - m) / l`` with the row maximum ``m`` and the sum ``l`` held in
     float32, whatever the input dtype.  The output has the input's shape, dtype and device
     (contiguous).  float32: the exponential is accurate to ~1 ulp (the rounding of ``x - m``
-    included), the row sum is compensated and the division rounded to nearest (up to rare
-    near-ties), so outputs are within ~2 ulp of the exact softmax of the given inputs (99.9%
+    included), the row sum is summed in float64 where one program holds the whole row (else
+    compensated) and rounded once, and the division rounded to nearest (up to rare near-ties), so outputs are within ~2 ulp of the exact softmax of the given inputs (99.9%
     of entries; three roundings allow up to ~2.5 ulp, ~3.5 ulp was the worst seen over 4M
     entries).  Rows split over several programs (the split schedule) also round the
     rescale factor, a little more often past 2 ulp.  The online schedule (rows streamed

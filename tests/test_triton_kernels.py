@@ -866,6 +866,42 @@ def test_cached_plan_follows_tuning(tuning):
     assert triton_softmax._cached_plan(args).name == "cooperative"
 
 
+def test_float64_sums_where_one_program_holds_the_row(tuning):
+    # The precise path sums its exponentials in float64 where a program holds whole rows (the
+    # single-pass kernel, the cooperative one with one chunk a row, at SUM64_WARPS warps), and
+    # keeps the compensated float32 sum where a row's chunks are shared; TUNING overrides it.
+    def plan(rows, n, precise=True, interpreted=False):
+        return triton_softmax._plan(rows, n, F32, GPU_SMS, interpreted, 50 << 20, None, None, precise)
+
+    rows, single, shared = plan(4096, 4096), plan(4096, 16384), plan(1024, 65536)
+    assert (rows.name, single.name, single.num_chunks, shared.name) == ("rows", "cooperative", 1, "cooperative")
+    assert rows.sum64 and single.sum64 and not shared.sum64 and shared.num_chunks > 1
+    assert single.num_warps == triton_softmax.SUM64_WARPS
+    assert triton_softmax._precise_arg(single, True) == triton_softmax.SUM_F64.value
+    assert triton_softmax._precise_arg(shared, True) is True
+    assert not plan(4096, 4096, precise=False).sum64 and triton_softmax._precise_arg(rows, False) is False
+    on_interpreter = plan(4096, 16384, interpreted=True)
+    assert on_interpreter.name == "rows" and on_interpreter.sum64
+    tuning["sum_f64"] = False
+    assert not plan(4096, 4096).sum64 and plan(4096, 16384).num_warps == triton_softmax.COOP_WARPS
+    tuning["sum_f64"] = True
+    assert plan(1024, 65536).sum64
+
+
+@pytest.mark.parametrize("sum_f64", [True, False])
+def test_precise_row_sums_are_within_a_rounding(tuning, sum_f64):
+    # Both sums of the exponentials leave l within about one rounding of the exact sum, so the
+    # LSE = shift + log(l) is within a few float32 ulps of the float64 logsumexp, on rows whose
+    # terms span many binades (large scales: a few terms near 1 and a long tail of tiny ones).
+    tuning["sum_f64"] = sum_f64
+    x = randn(8, 3000) * torch.tensor([0.01, 0.3, 1.0, 3.0, 10.0, 30.0, 60.0, 100.0], device=DEVICE)[:, None]
+    y, lse = softmax(x, return_lse=True)
+    exact = torch.logsumexp(x.double(), dim=-1)
+    ulp = torch.finfo(torch.float32).eps * exact.abs().clamp(min=1.0)
+    assert ((lse.double() - exact).abs() <= 2 * ulp).all(), (lse.double() - exact).abs().max()
+    assert_softmax_close(y, x)
+
+
 def test_softmax_cooperative_rows_per_group(tuning, coop_grids):
     # More rows than groups, strided rows, leading dims: each group walks several rows and
     # prefetches past the last one.
