@@ -174,20 +174,6 @@ def sweep_variants(n: int, dtype_name: str):
                            "coop_lag": lag})
                          for c, w, k in ((2048, 2, 8), (2048, 4, 6), (2048, 4, 8), (4096, 4, 3), (4096, 4, 4),
                                          (4096, 8, 4), (8192, 8, 2)) if c < n]
-    if n >= 32768:
-        # the staged schedule (kernels/triton_softmax_staged.py): cooperative split rows whose
-        # loads Triton's pipeliner issues stages - 1 rows ahead into shared memory (c: chunk,
-        # w: warps, s: stages; programs a SM as many as the compiled kernel lets a SM hold)
-        paths = ([("staged", {}, {}), ("fast_staged", {"precise": False}, {})] if dtype_name == "fp32"
-                 else [("staged16", {}, {})])
-        shapes = ((2048, 2, 3), (4096, 4, 3), (4096, 4, 4), (8192, 4, 3), (8192, 8, 3), (16384, 8, 3))
-        variants += [(f"{tag}_c{c}_w{w}_s{k}", kw, {"staged": True, "staged_chunk": c, "staged_warps": w,
-                                                   "staged_stages": k, "staged_per_sm": 16, **extra})
-                     for tag, kw, extra in paths for c, w, k in shapes if c < n]
-        if dtype_name != "fp32":  # holding the exponentials across the exchange, not the input
-            variants.append(("staged16p_c8192_w8_s3", {}, {"staged": True, "staged_chunk": 8192, "staged_warps": 8,
-                                                           "staged_stages": 3, "staged_per_sm": 16,
-                                                           "staged_hold_x": False}))
     if dtype_name == "fp32":
         variants.append(("fast", {"precise": False}, {}))
         if 8192 <= n <= 16384:
@@ -288,9 +274,6 @@ def bench_case(dtype_name: str, n: int, total: int, sweep: bool, warmup: float, 
             once = time.perf_counter() - t0
             if grids:  # the grid the residency cap let through, as programs a SM
                 schedule += f" {grids[0][0] / sms:.2f}/SM"
-            if tuning.get("staged"):
-                from kernels.triton_softmax_staged import LAST_GRID
-                schedule = f"staged {LAST_GRID[0] / sms:.2f}/SM"
             if once > SLOW_CALL_S:
                 print(f"{dtype_name:>5} N={n:<8} {name}: one call took {once:.2f} s; not timed "
                       f"(a cooperative launch whose partners are not all resident?)", flush=True)

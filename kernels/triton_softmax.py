@@ -240,9 +240,7 @@ TUNING: dict = {"rows_warps": None, "stream_warps": None, "stream_block": None,
                 "online_programs_per_sm": None, "rows_block_r": None,
                 "cooperative": None, "coop_chunk": None, "coop_warps": None, "coop_groups": None,
                 "coop_programs_per_sm": None, "coop_lag": None, "coop_hold_x": None, "coop_early_poll": None,
-                "l2_hints": None, "lane_stats": None, "keep_p": None, "online_maxnreg": None, "sum_f64": None,
-                "staged": None, "staged_chunk": None, "staged_warps": None, "staged_stages": None,
-                "staged_per_sm": None, "staged_hold_x": None}
+                "l2_hints": None, "lane_stats": None, "keep_p": None, "online_maxnreg": None, "sum_f64": None}
 
 
 def _tuned(key: str, default):
@@ -716,14 +714,6 @@ def _coop_finish(x_row, y_row, lse_at, slots, packed, n_cols, n_chunks, c, cols,
         elif c == 0:  # only the LSE is wanted: one member per group merges
             shift, l = _cooperative_row_stats(x_row, slots, packed, n_cols, n_chunks, c, m_c, l_c, spin_limit,
                                               counts, CHUNK, BLOCK_S, PRECISE, COUNT_SPINS)
-    _coop_write(y_row, lse_at, cols, in_row, p, m_c, shift, l, c, PRECISE, WRITE_Y, WRITE_LSE)
-
-
-@triton.jit
-def _coop_write(y_row, lse_at, cols, in_row, p, m_c, shift, l, c, PRECISE: tl.constexpr, WRITE_Y: tl.constexpr,
-                WRITE_LSE: tl.constexpr):
-    """Write a chunk's ``y = p * exp(m_c - shift) / l`` given its row's merged statistics, and
-    the row's LSE from chunk 0."""
     if WRITE_Y:
         # exp(m_c - shift) / l: 0 for an all -inf chunk or row (l = 0 read as 1), NaN
         # when l is; exactly 1 / l for the chunk holding the maximum.
@@ -1073,13 +1063,6 @@ def _launch(x2: torch.Tensor, y2: torch.Tensor | None, lse: torch.Tensor | None,
     interpreted = interpreting()
     plan_args = (n_rows, n_cols, x2.dtype, num_sms(x2.device), interpreted, _l2_bytes(x2.device),
                  block_size, num_chunks, precise)
-    if TUNING["staged"] and block_size is None and num_chunks is None:
-        from kernels.triton_softmax_staged import launch_staged
-        if launch_staged(x2, y_arg, lse_arg, stride_y, precise=precise, write_y=write_y, write_lse=write_lse,
-                         chunk=_tuned("staged_chunk", 4096), warps=_tuned("staged_warps", 4),
-                         stages=_tuned("staged_stages", 3), per_sm=_tuned("staged_per_sm", 8),
-                         hold_x=_tuned("staged_hold_x", True), interpreted=interpreted):
-            return
     plan = _cached_plan(plan_args)
     if plan.name == "cooperative":
         if _launch_cooperative(plan, x2, y_arg, lse_arg, stride_y, precise, write_y, write_lse, interpreted):
@@ -1218,20 +1201,18 @@ def recording_cooperative_grids(grids: list) -> Iterator[list]:
 _RESIDENT_PER_SM: dict = {}
 
 
-def _resident_per_sm(device: torch.device, args: tuple, consts: dict, kernel=None) -> int | None:
-    """How many programs of the cooperative kernel (or of ``kernel``, another persistent kernel
-    whose programs wait on each other) compiled for ``consts`` one SM holds at once (by
-    registers, threads and shared memory), or None where Triton does not say.
+def _resident_per_sm(device: torch.device, args: tuple, consts: dict) -> int | None:
+    """How many programs of the cooperative kernel compiled for ``consts`` one SM holds at
+    once (by registers, threads and shared memory), or None where Triton does not say.
 
     Cached per device and compilation; the first call compiles (``warmup``) and loads the
     kernel to read its register count.
     """
-    kernel = kernel or _softmax_cooperative_kernel
-    key = (device, getattr(kernel, "__name__", None), tuple(sorted(consts.items())), args[0].dtype, args[1].dtype)
+    key = (device, tuple(sorted(consts.items())), args[0].dtype, args[1].dtype)
     if key not in _RESIDENT_PER_SM:
         fit = None
         try:
-            kernel = kernel.warmup(*args, grid=(1,), **consts)
+            kernel = _softmax_cooperative_kernel.warmup(*args, grid=(1,), **consts)
             kernel._init_handles()  # loads the binary: sets n_regs
             n_regs, shared, warps = kernel.n_regs, kernel.metadata.shared, kernel.metadata.num_warps
         except (AttributeError, TypeError):

@@ -962,65 +962,6 @@ def cooperative_case(n: int, dtype: torch.dtype) -> torch.Tensor:
     return x
 
 
-# The staged schedule (kernels/triton_softmax_staged.py, a benchmark variant): (N, chunk,
-# warps) with 3, 4 and 7 chunks a row and a ragged last chunk.
-STAGED_SMALL = [(1000, 256, 2), (777, 128, 2), (64, 16, 1)]
-
-
-@pytest.mark.parametrize("n,chunk,warps", STAGED_SMALL)
-@pytest.mark.parametrize("dtype,precise", [(F32, True), (F32, False), (F16, True)])
-def test_softmax_staged_schedule(n, chunk, warps, dtype, precise, tuning):
-    from kernels import triton_softmax_staged
-
-    tuning.update(staged=True, staged_chunk=chunk, staged_warps=warps, staged_per_sm=8)
-    triton_softmax_staged.LAST_GRID[:] = [0]
-    x = special_rows(n, dtype, rows=10)
-    y, lse = softmax(x, return_lse=True, precise=precise)
-    rows, chunks = x.shape[0], -(-n // chunk)
-    assert triton_softmax_staged.LAST_GRID[0] % chunks == 0 and triton_softmax_staged.LAST_GRID[0] // chunks >= 1
-    assert triton_softmax_staged.LAST_GRID[0] // chunks <= rows
-    if precise:
-        check_special_rows(x, y, lse)
-        torch.testing.assert_close(softmax_lse(x), lse, rtol=0, atol=0, equal_nan=True)
-    else:
-        assert_fast_softmax_close(y, x)
-
-
-def assert_fast_softmax_close(y, x):
-    """The fast float32 path (hardware exp2 of a rounded x - m): the contract's special values,
-    and within a relative 2e-5 elsewhere."""
-    r, _ = ref_softmax(x)
-    assert torch.equal(y.isnan(), r.isnan())
-    ok = ~r.isnan()
-    assert torch.allclose(y[ok].double(), r[ok], rtol=2e-5, atol=1e-30)
-
-
-@gpu
-@pytest.mark.parametrize("n", [65537, 1 << 20])
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
-@pytest.mark.parametrize("shape", [(4096, 4, 3), (8192, 8, 4), (2048, 2, 3)], ids=str)
-def test_gpu_staged_schedule(n, dtype, shape, tuning):
-    from kernels import triton_softmax_staged
-
-    chunk, warps, stages = shape
-    tuning.update(staged=True, staged_chunk=chunk, staged_warps=warps, staged_stages=stages, staged_per_sm=8)
-    x = cooperative_case(n, dtype)
-    for precise in ((True, False) if dtype == torch.float32 else (True,)):
-        triton_softmax_staged.LAST_GRID[:] = [0]
-        y, lse = softmax(x, return_lse=True, precise=precise)
-        assert triton_softmax_staged.LAST_GRID[0] > 0
-        if precise:
-            assert_softmax_close(y, x)
-        else:
-            assert_fast_softmax_close(y, x)
-        _, rl = ref_softmax(x)
-        ok = rl != NEG_INF
-        assert torch.allclose(lse[ok].double(), rl[ok], rtol=1e-6, atol=1e-5)
-    xs = special_rows(n, dtype, rows=12)
-    y, lse = softmax(xs, return_lse=True)
-    check_special_rows(xs, y, lse)
-
-
 @gpu
 @pytest.mark.parametrize("n", [16384, 65536, 1 << 20, 65537, 100003])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
