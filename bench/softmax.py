@@ -174,6 +174,14 @@ def sweep_variants(n: int, dtype_name: str):
                            "coop_lag": lag})
                          for c, w, k in ((2048, 2, 8), (2048, 4, 6), (2048, 4, 8), (4096, 4, 3), (4096, 4, 4),
                                          (4096, 8, 4), (8192, 8, 2)) if c < n]
+    if dtype_name == "fp32" and n in (32768, 65536):
+        # the precise path in 16384-wide chunks, one program a SM (2 or 4 programs a row): the
+        # one-chunk launch of 16384 rows with a small exchange, with either sum, with and
+        # without the lag (all spill a little for sm_90: 56-280 bytes a thread, triton 3.6)
+        variants += [(f"wide_c16384_w{w}_{'f64' if f64 else 'comp'}" + ("_lag" if lag else ""), {},
+                      {"cooperative": True, "coop_chunk": 16384, "coop_warps": w, "coop_programs_per_sm": 1,
+                       "sum_f64": f64, "coop_lag": lag, "coop_early_poll": lag})
+                     for w in (16, 32) for f64 in (True, False) for lag in (False, True)]
     if dtype_name == "fp32":
         variants.append(("fast", {"precise": False}, {}))
         if 8192 <= n <= 16384:

@@ -94,7 +94,14 @@ COOP_WARPS = 32
 #: 81.4-81.9% compensated; N = 4096 (single-pass kernel) 97.9-98.1% against 96.5-96.7%.  Where a
 #: row's chunks are shared (N >= 32768) the float64 sum took more registers (2048 x 2 warps:
 #: 221 against 168, triton 3.9) and lost 14 points at 32768..262144 (61-64% against 71-78%), so
-#: those launches keep the compensated sum.
+#: those launches keep the compensated sum.  Rerun at 06c6c31 (17:50 UTC, one round, ``--variants
+#: f64 --ns 32768,...,262144``): every shared-chunk float64 launch read 39-64% against the
+#: defaults' 67-78% (with triton 3.6 the 4096 x 4 warps launch held 2 programs a SM, not 3); and
+#: 16384-wide chunks at one program a SM, 2 or 4 a row, either sum, with or without the lag
+#: (``--variants wide``, two rounds), 47-54% (float64 sums) and 52-61% (compensated) without
+#: the lag, 16-39% with it, against the default's 77-78%: the exchange leaves such a SM idle.
+#: The defaults at 06c6c31 (17:49 and 17:52 UTC): N = 16384 90.0-90.5%, N = 4096 97.5-98.1%,
+#: N = 1024 95.9-96.0% (1.01x torch.softmax, graph-timed).
 SUM64_WARPS = 16
 
 
