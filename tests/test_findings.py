@@ -252,13 +252,15 @@ _KEY_BROADCAST_MASK_PROBE = """
 import sys, torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
+dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[sys.argv[1]]
+shape = tuple(int(s) for s in sys.argv[2].split("x"))
 g = torch.Generator().manual_seed(0)
-q, k, v = (torch.randn(1, 1, 64, 64, generator=g).to("cuda", torch.float16) for _ in range(3))
-mask = torch.rand(1, 1, 64, 1, generator=g) < 0.9
-mask[0, 0, 0, 0] = True
+q, k, v = (torch.randn(1, 2, 64, 64, generator=g).to("cuda", dtype) for _ in range(3))
+mask = torch.rand(*shape, generator=g) < 0.9
+mask.view(-1)[0] = True
 mask = mask.to("cuda")
-if sys.argv[1] == "materialized":
-    mask = mask.expand(1, 1, 64, 64).contiguous()
+if sys.argv[3] == "materialized":
+    mask = mask.expand(1, 2, 64, 64).contiguous()
 try:
     with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
         F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=0.1)
@@ -270,11 +272,13 @@ except Exception as e:
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+@pytest.mark.parametrize("shape", ["1x1x64x1", "64x1", "1x2x64x1"])
 @pytest.mark.parametrize("mask, outcome", [
     ("as given", "raised: CUDA error: misaligned address"),
     ("materialized", "ran"),
 ])
-def test_sdpa_cudnn_faults_on_a_mask_broadcast_over_the_keys(mask: str, outcome: str) -> None:
+def test_sdpa_cudnn_faults_on_a_mask_broadcast_over_the_keys(dtype: str, shape: str, mask: str, outcome: str) -> None:
     """Found by ``verify run --device cuda --jobs 4`` on the H200 (2026-12-04 03:17 UTC, torch 2.11,
     float16): a boolean mask of shape (B, 1, Nq, 1) -- one flag a query, SDPA broadcasting it over
     the heads and keys -- makes the cuDNN backend fault with "misaligned address", and the CUDA
@@ -282,10 +286,12 @@ def test_sdpa_cudnn_faults_on_a_mask_broadcast_over_the_keys(mask: str, outcome:
     batch, V sliced from a longer buffer) reduced on the same machine, one change a process:
     every variant with that mask shape faulted (Nk = 16, 64, 2999, 3000; K and V contiguous;
     B = Hq = 1, Nq = Nk = D = 64), the same mask made into a full (B, Hq, Nq, Nk) tensor ran,
-    and expanded to it with stride 0 was refused ("No available kernel").  Why sdpa-cudnn
-    declares ``mask_key_broadcast=False``.  Fails the day the backend changes how it treats it."""
-    got = subprocess.run([sys.executable, "-c", _KEY_BROADCAST_MASK_PROBE, mask], capture_output=True, text=True,
-                         timeout=120)
+    and expanded to it with stride 0 was refused ("No available kernel").  On 2026-12-04 at
+    17:54 UTC the other shapes of a mask over the queries alone, (Nq, 1) and (B, Hq, Nq, 1),
+    faulted the same way, in bfloat16 as in float16 (Hq = 2).  Why sdpa-cudnn declares
+    ``mask_key_broadcast=False``.  Fails the day the backend changes how it treats them."""
+    got = subprocess.run([sys.executable, "-c", _KEY_BROADCAST_MASK_PROBE, dtype, shape, mask], capture_output=True,
+                         text=True, timeout=120)
     last = (got.stdout.strip().splitlines() or [""])[-1]
     assert last == outcome, got.stdout + got.stderr
 
