@@ -8,6 +8,7 @@ import sys
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from kernels import reference
 from strategies.replay import case_from_dict
@@ -312,6 +313,31 @@ def test_sdpa_efficient_flushes_float32_subnormals() -> None:
     assert float(efficient[..., 7]) == 0.0
     normal = torch.arange(16, device="cuda") != 7
     assert torch.allclose(efficient[..., normal], v[..., normal], rtol=1e-6, atol=0)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("v8", [(-0.5, -0.25), (1.5, -1.25)], ids=["subnormal-values", "normal-values"])
+def test_sdpa_cudnn_flushes_bfloat16_outputs_below_the_smallest_normal(v8: tuple[float, float]) -> None:
+    """Found by ``verify run --device cuda`` on the H200 (2026-12-04 ~18:03 UTC, torch 2.11,
+    sdpa-cudnn-lse bfloat16: got -0.0 where the exact output is -1.13e-38, 123 u*cond against a
+    tolerance of 1.49).  Probed at 18:08 UTC with Nq = Nk = 2, D = 64: where an output lies below
+    bfloat16's (and float32's) smallest normal, cuDNN returns 0, whether V's entries there are
+    subnormal or small normals (1.5 and -1.25 times the smallest normal, whose weighted mean is
+    subnormal); math, flash and efficient return the subnormal result.  float16 outputs of 2e-5
+    (subnormal in float16, normal in float32) are kept by all four.  The attention tolerance
+    admits no such flush (only TF32's flush of V entries), as for efficient's float32 one above."""
+    tiny = torch.finfo(torch.bfloat16).tiny
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 1, 2, 64, generator=gen).to("cuda", torch.bfloat16) for _ in range(3))
+    v[..., 8] = torch.tensor([v8[0] * tiny, v8[1] * tiny], dtype=torch.bfloat16)
+    exact = F.scaled_dot_product_attention(q.double(), k.double(), v.double())[..., 8]
+    assert bool(((exact.abs() < tiny) & (exact != 0)).all())  # subnormal, in bfloat16 and float32
+    others = torch.arange(64, device="cuda") != 8
+    math_ = _sdpa("MATH", q, k, v)
+    cudnn = _sdpa("CUDNN_ATTENTION", q, k, v)
+    assert bool((math_[..., 8] != 0).all()) and bool((_sdpa("FLASH_ATTENTION", q, k, v)[..., 8] != 0).all())
+    assert bool((cudnn[..., 8] == 0).all())
+    assert torch.allclose(cudnn[..., others].float(), math_[..., others].float(), rtol=0, atol=2e-2)
 
 
 @pytest.mark.gpu
