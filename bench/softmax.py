@@ -178,10 +178,10 @@ def sweep_variants(n: int, dtype_name: str):
         # the precise path in 16384-wide chunks, one program a SM (2 or 4 programs a row): the
         # one-chunk launch of 16384 rows with a small exchange, with either sum, with and
         # without the lag (all spill a little for sm_90: 56-280 bytes a thread, triton 3.6)
-        variants += [(f"wide_c16384_w{w}_{'f64' if f64 else 'comp'}" + ("_lag" if lag else ""), {},
+        variants += [(f"wide_c16384_w{w}_{'f64' if use64 else 'comp'}" + ("_lag" if lag else ""), {},
                       {"cooperative": True, "coop_chunk": 16384, "coop_warps": w, "coop_programs_per_sm": 1,
-                       "sum_f64": f64, "coop_lag": lag, "coop_early_poll": lag})
-                     for w in (16, 32) for f64 in (True, False) for lag in (False, True)]
+                       "sum_f64": use64, "coop_lag": lag, "coop_early_poll": lag})
+                     for w in (16, 32) for use64 in (True, False) for lag in (False, True)]
     if dtype_name == "fp32":
         variants.append(("fast", {"precise": False}, {}))
         if 8192 <= n <= 16384:

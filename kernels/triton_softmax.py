@@ -94,14 +94,10 @@ COOP_WARPS = 32
 #: 81.4-81.9% compensated; N = 4096 (single-pass kernel) 97.9-98.1% against 96.5-96.7%.  Where a
 #: row's chunks are shared (N >= 32768) the float64 sum took more registers (2048 x 2 warps:
 #: 221 against 168, triton 3.9) and lost 14 points at 32768..262144 (61-64% against 71-78%), so
-#: those launches keep the compensated sum.  Rerun at 06c6c31 (17:50 UTC, one round, ``--variants
-#: f64 --ns 32768,...,262144``): every shared-chunk float64 launch read 39-64% against the
-#: defaults' 67-78% (with triton 3.6 the 4096 x 4 warps launch held 2 programs a SM, not 3); and
-#: 16384-wide chunks at one program a SM, 2 or 4 a row, either sum, with or without the lag
-#: (``--variants wide``, two rounds), 47-54% (float64 sums) and 52-61% (compensated) without
-#: the lag, 16-39% with it, against the default's 77-78%: the exchange leaves such a SM idle.
-#: The defaults at 06c6c31 (17:49 and 17:52 UTC): N = 16384 90.0-90.5%, N = 4096 97.5-98.1%,
-#: N = 1024 95.9-96.0% (1.01x torch.softmax, graph-timed).
+#: those launches keep the compensated sum (rerun at 06c6c31, 17:50 UTC: 39-64% against the
+#: defaults' 67-78%; with triton 3.6 the 4096 x 4 warps launch holds 2 programs a SM, not 3).
+#: The defaults at 06c6c31 (17:49 and 17:52 UTC, graph-timed): N = 16384 90.0-90.5%, N = 4096
+#: 97.5-98.1%; BENCHMARKS.md, twenty-ninth session.
 SUM64_WARPS = 16
 
 
@@ -800,10 +796,10 @@ def _softmax_cooperative_kernel(
 
     Error.  float32 (PRECISE): ``p`` is the ~1 ulp exponential of the other kernels and ``l_c``
     their compensated sum (with one chunk a row, their float64 sum) rounded once to float32;
-    the merge and the factor ``exp(m_c - shift) / l`` are float64 (~1e-14 relative), split into a float32 pair so that
-    ``y = fma(p, hi, p * lo)`` is rounded once (up to rare near-ties).  So the error is that of
-    the single-pass kernel: ~1 ulp (exponential) + ~0.5 ulp (l) + 0.5 ulp (final rounding),
-    not more: unlike the online and split schedules, no float32 rescale factor is rounded.
+    the merge and the factor ``exp(m_c - shift) / l`` are float64 (~1e-14 relative), split
+    into a float32 pair so that ``y = fma(p, hi, p * lo)`` is rounded once (up to rare
+    near-ties).  So the error is that of the single-pass kernel: ~1 ulp (exponential) + ~0.5
+    ulp (l) + 0.5 ulp (final rounding), not more: unlike the online and split schedules, no float32 rescale factor is rounded.
     Fast path (``precise=False``) and 16-bit inputs: hardware exp2 for ``p``, plain tree sums
     (log2 CHUNK roundings in ``l_c``), ``y = p * hi`` (two roundings); 16-bit outputs are that
     float32 value rounded once.
@@ -1106,7 +1102,7 @@ def _launch(x2: torch.Tensor, y2: torch.Tensor | None, lse: torch.Tensor | None,
         grid = (n_rows * plan.num_chunks,)
         _softmax_partial_kernel[grid](
             x2, stats, n_cols, x2.stride(0), plan.chunk, plan.num_chunks,
-            BLOCK_N=plan.block, PRECISE=_precise_arg(plan, precise), num_warps=plan.num_warps, KEEP=hints["KEEP"],
+            BLOCK_N=plan.block, PRECISE=flags["PRECISE"], num_warps=plan.num_warps, KEEP=hints["KEEP"],
             LANES=plan.lanes,
         )
         _softmax_finish_kernel[grid](
@@ -1264,7 +1260,8 @@ def softmax(x: torch.Tensor, *, return_lse: bool = False, block_size: int | None
     float32, whatever the input dtype.  The output has the input's shape, dtype and device
     (contiguous).  float32: the exponential is accurate to ~1 ulp (the rounding of ``x - m``
     included), the row sum is summed in float64 where one program holds the whole row (else
-    compensated) and rounded once, and the division rounded to nearest (up to rare near-ties), so outputs are within ~2 ulp of the exact softmax of the given inputs (99.9%
+    compensated) and rounded once, and the division rounded to nearest (up to rare
+    near-ties), so outputs are within ~2 ulp of the exact softmax of the given inputs (99.9%
     of entries; three roundings allow up to ~2.5 ulp, ~3.5 ulp was the worst seen over 4M
     entries).  Rows split over several programs (the split schedule) also round the
     rescale factor, a little more often past 2 ulp.  The online schedule (rows streamed
