@@ -14,7 +14,10 @@ same ``CellRun`` it would get in process, and:
   reported with kind ``hang``.  The input in flight is written to a file before every
   example, shrinking included, so that file is also the worker's heartbeat: a long
   shrink (Hypothesis bounds it at five minutes) is progress, not a hang.  The input
-  in flight is saved as a replayable artifact when there was one.
+  in flight is saved as a replayable artifact when there was one.  Before the kill the
+  parent asks the worker for its threads' stacks (``faulthandler`` on SIGUSR1, which answers
+  even while a thread holds the GIL in C code); the hang's message names where each thread
+  was (``hang_stacks``): in the target (its ``flashverify-target`` thread), or in the suite.
 
 The only cost is one process start (imports, a CUDA context), paid again after each
 lost context.  ``InProcessCells`` runs the same cells without a child (the CPU default).
@@ -22,8 +25,12 @@ lost context.  ``InProcessCells`` runs the same cells without a child (the CPU d
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import multiprocessing as mp
+import os
+import re
+import signal
 import tempfile
 import time
 from pathlib import Path
@@ -40,6 +47,12 @@ from verify.search import CellResult, CheckOptions
 GRACE_S = 60.0
 STALL_SLACK_S = 60.0
 TICK_EVERY_S = 0.5
+#: Seconds the parent waits for a hung worker's stack dump before it kills the worker.
+STACKS_WAIT_S = 2.0
+#: Innermost frames of each thread a hang's message names.
+STACK_FRAMES = 4
+#: The signal a worker dumps its threads' stacks on (None where the platform has none).
+STACKS_SIGNAL = getattr(signal, "SIGUSR1", None)
 
 
 class InProcessCells:
@@ -74,13 +87,73 @@ def _spent_worker(cell: CellResult) -> bool:
     return cell.context_lost or (cell.violation is not None and cell.violation.kind == "hang")
 
 
+def _stacks_path(inflight: Path) -> Path:
+    return inflight.with_name("stacks.txt")
+
+
+_FRAME = re.compile(r'^\s+File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>\S+)')
+_THREAD = re.compile(r"^(?:Current thread|Thread) 0x[0-9a-f]+", re.I)
+
+
+#: Where the suite's own frames live (a thread's innermost one is named even when deeper
+#: frames are library code).
+_PROJECT_DIRS = ("verify/", "kernels/", "reports/", "strategies/", "tests/")
+
+
+_ROOT = str(Path(__file__).resolve().parents[1]) + os.sep
+
+
+def _short(path: str) -> str:
+    """``path`` from the repository root, from site-packages for an installed library, or from
+    the standard library's folder."""
+    if path.startswith(_ROOT):
+        return path[len(_ROOT):]
+    if "site-packages/" in path:
+        return path.split("site-packages/", 1)[1]
+    return re.sub(r"^.*/lib/python3\.\d+/", "", path)
+
+
+def hang_stacks(dump: str, frames: int = STACK_FRAMES) -> str:
+    """A one-line summary of a ``faulthandler`` dump, innermost frames first.
+
+    Each thread is named ``target`` (the thread ``verify.engine.call_target`` runs the target
+    in), ``main`` (the worker's main thread) or ``thread``; it shows its innermost ``frames``
+    frames as ``file:line func``, and then, if none of them is the suite's, its innermost
+    frame in the suite's code.  Threads with no frame of the suite's (idle pools, the pipe's
+    feeder) are left out.  "" for an empty dump."""
+    threads: list[list[str]] = []
+    for line in dump.splitlines():
+        if _THREAD.match(line):
+            threads.append([])
+            continue
+        frame = _FRAME.match(line)
+        if frame and threads:
+            threads[-1].append(f"{_short(frame['file'])}:{frame['line']} {frame['func']}")
+    parts = []
+    for stack in threads:
+        ours = [f for f in stack if f.startswith(_PROJECT_DIRS)]
+        if not ours:
+            continue
+        name = ("target" if any(f.startswith("verify/engine.py:") and f.endswith(" run") for f in stack)
+                else "main" if any(f.endswith(" _worker_main") for f in stack) else "thread")
+        shown = stack[:frames]
+        if not any(f in ours for f in shown):
+            shown.append("... " + ours[0])
+        parts.append(f"[{name}] " + " < ".join(shown))
+    return "; ".join(parts)
+
+
 def _worker_main(conn, inflight: str, torch_threads: int | None = None) -> None:
     """Serve cell requests until told to stop, the parent goes away, or the device is lost;
     with ``torch_threads``, torch's intra-op threads are set to that many (workers that run
-    side by side share the host's cores)."""
+    side by side share the host's cores).  SIGUSR1 writes every thread's stack to the
+    stacks file beside ``inflight`` (the parent's evidence for a hang verdict)."""
     from reports.campaign import run_cell
     from verify.loader import load_target
 
+    if STACKS_SIGNAL is not None:
+        stacks = open(_stacks_path(Path(inflight)), "w")  # noqa: SIM115 - open for the process's life
+        faulthandler.register(STACKS_SIGNAL, file=stacks, all_threads=True)
     if torch_threads is not None:
         import torch
 
@@ -180,11 +253,13 @@ class IsolatedCells:
             if stamp != beat:  # a new example started (searching or shrinking)
                 beat, last_progress = stamp, now
             if now > deadline and now - last_progress > stall_s:
+                where = self._stacks()
                 self._stop(kill=True)
+                where = f" (stacks at the kill, innermost first: {where})" if where else ""
                 return CellRun(self._lost_cell(target, dtype, base, "hang", now - start,
                                                f"the worker searching this cell did not finish within its "
                                                f"budget + {self.grace_s:g} s and started no example for "
-                                               f"{stall_s:g} s; it was killed"),
+                                               f"{stall_s:g} s; it was killed{where}"),
                                CellObserver(target.op), budget_s, 0, "violation")
             try:
                 ready = self._conn.poll(TICK_EVERY_S)
@@ -218,6 +293,36 @@ class IsolatedCells:
                 if _spent_worker(run.cell):
                     self._stop()
                 return run
+
+    def _stacks(self) -> str:
+        """The worker's threads' stacks (``hang_stacks``), asked for by signal; "" when the
+        platform has no such signal or the worker wrote nothing within STACKS_WAIT_S."""
+        path = _stacks_path(self.inflight)
+        if STACKS_SIGNAL is None or self._proc is None or not self._proc.is_alive():
+            return ""
+        size = path.stat().st_size if path.exists() else 0
+        try:
+            os.kill(self._proc.pid, STACKS_SIGNAL)
+        except OSError:
+            return ""
+        end = time.monotonic() + STACKS_WAIT_S
+        text = ""
+        while time.monotonic() < end:
+            time.sleep(0.1)
+            try:
+                with open(path) as f:
+                    f.seek(size)
+                    text = f.read()
+            except OSError:
+                continue
+            # the dump is written in one go; a moment more lets its last thread finish
+            if text and time.monotonic() + 0.2 < end:
+                time.sleep(0.2)
+                with open(path) as f:
+                    f.seek(size)
+                    text = f.read()
+                break
+        return hang_stacks(text)
 
     def _lost_cell(self, target: Target, dtype: str, base: CheckOptions, kind: str, seconds: float,
                    what: str) -> CellResult:
@@ -257,4 +362,4 @@ def isolated_runners(isolation: str, device: str, jobs: int) -> bool:
     return isolation == "process" or (isolation == "auto" and (device.startswith("cuda") or jobs > 1))
 
 
-__all__ = ["InProcessCells", "IsolatedCells", "isolated_runners", "GRACE_S"]
+__all__ = ["InProcessCells", "IsolatedCells", "isolated_runners", "hang_stacks", "GRACE_S"]

@@ -168,3 +168,45 @@ def test_mutants_after_a_lost_context_are_reported_not_run(tmp_path, monkeypatch
     first, second = mutation.run_all(_opts(tmp_path, dtypes=("float32",)))
     assert first.status == "killed" and first.context_lost
     assert second.status == "unavailable" and second.violation.startswith("not run: breaks-context")
+
+
+def test_a_hang_names_where_the_target_was_stuck(tmp_path) -> None:
+    # The target sleeps inside a function of its own: the kill's message must point there,
+    # in the target's thread, so a reader can tell a stuck target from a stuck suite.
+    runner = IsolatedCells(grace_s=1.0, stall_s=60.0)
+    try:
+        warm = runner.run(get_target("torch.softmax"), "float32", _opts(tmp_path), 0.3, 1, 5).cell
+        assert warm.status == "passed", warm.violation
+        runner.stall_s = 2.0
+        cell = runner.run(_target("sleep_forever"), "float32", _opts(tmp_path), 0.5, 1, 10).cell
+    finally:
+        runner.close()
+    assert cell.violation.kind == "hang"
+    message = cell.violation.message
+    assert "stacks at the kill" in message, message
+    target_stack = message.split("[target] ", 1)[1].split(";")[0]
+    assert "tests/targets/crashing.py:" in target_stack and "sleep_forever" in target_stack, message
+    assert "[main] " in message, message
+
+
+def test_hang_stacks_summarizes_a_faulthandler_dump() -> None:
+    from reports.cell_worker import hang_stacks
+
+    dump = """Thread 0x00007f0000000002 (most recent call first):
+  File "/usr/lib/python3.11/threading.py", line 327 in wait
+  File "/usr/lib/python3.11/threading.py", line 629 in wait
+  File "/usr/lib/python3.11/threading.py", line 1045 in _bootstrap
+
+Thread 0x00007f0000000001 (most recent call first):
+  File "/x/site-packages/torch/cuda/__init__.py", line 900 in synchronize
+  File "/x/site-packages/torch/_ops.py", line 10 in a
+  File "/x/site-packages/torch/_ops.py", line 11 in b
+  File "/x/site-packages/torch/_ops.py", line 12 in c
+  File "/repo/verify/oracle.py", line 456 in attention_truth
+  File "/repo/verify/engine.py", line 800 in check_attention_input
+  File "/repo/reports/cell_worker.py", line 160 in _worker_main
+"""
+    line = hang_stacks(dump.replace("/repo/", str(Path(__file__).resolve().parents[1]) + "/"))
+    assert line == ("[main] torch/cuda/__init__.py:900 synchronize < torch/_ops.py:10 a < torch/_ops.py:11 b "
+                    "< torch/_ops.py:12 c < ... verify/oracle.py:456 attention_truth")
+    assert hang_stacks("") == ""
