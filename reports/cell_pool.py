@@ -16,7 +16,16 @@ runs in, 1 otherwise).  When a runner frees, the next job in order gets
 of the runner's time: what the runners can still give before the deadline, less what the
 jobs in flight were promised, split evenly over the jobs left, and never past the deadline
 itself (no runner can give a job more time than the clock has left).  A job that ends early
-(a mutant killed in its first examples) leaves its time to the jobs after it.  With one job
+(a mutant killed in its first examples) leaves its time to the jobs after it.
+
+Overruns.  A job can run past its share: a violation's shrink (not bounded by the budget), a
+first example that compiles and autotunes, the worker's grace before a hang verdict.  Charged
+to the jobs after it, one such job starved them: on the H200 four cuDNN cells that shrank took
+124 s of runner time against 36 planned, and the cells after them, our own attention kernel's
+among them, got 0.5-1.6 s and one example each (2026-12-04, ``verify run --device cuda
+--budget 200``).  So the deadline moves back by each overrun over the runners (the runner time
+it cost), up to MAX_LATE_SHARE of the phase's time: the budget bounds the search, and
+overruns come on top of it, within that limit.  With one job
 this is exactly the sequential split the campaign always made: (deadline - now) over the
 jobs left.  With ``floor_s`` the total may overrun the deadline, as the sequential split did.
 
@@ -40,6 +49,8 @@ MAX_AUTO_JOBS = 4
 #: Host cores a runner is given on a CUDA device (``auto``): the oracle's fallback and the
 #: contract run there, a torch thread each.
 CORES_PER_JOB = 4
+#: The most a phase's deadline moves back for jobs' overruns, as a share of its time.
+MAX_LATE_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -97,12 +108,15 @@ class CellPool:
         self._report = threading.Lock()
 
     def run(self, work: Sequence[Job], deadline: float, floor_s: float = 0.0,
-            done: Callable[[int, Any], None] | None = None) -> list[Any]:
-        """Every job of ``work``, shared out until ``deadline`` (``time.perf_counter()``); their
-        results in ``work``'s order.  An exception in a job is raised here once every job in
+            done: Callable[[int, Any], None] | None = None,
+            clock: Callable[[], float] = time.perf_counter) -> list[Any]:
+        """Every job of ``work``, shared out until ``deadline`` (on ``clock``; moved back for
+        overruns, see the module docstring); their results in ``work``'s order.  An exception in a job is raised here once every job in
         flight has ended (the rest are not started)."""
         results: list[Any] = [None] * len(work)
-        state = {"next": 0, "left": sum(j.weight for j in work), "error": None}
+        # "late": how far the deadline has moved back for overruns (the module docstring)
+        state = {"next": 0, "left": sum(j.weight for j in work), "error": None, "late": 0.0}
+        max_late = MAX_LATE_SHARE * max(deadline - clock(), 0.0)
         promised: dict[int, tuple[float, float]] = {}  # job index -> (start, share)
         lock = threading.Lock()
 
@@ -112,9 +126,10 @@ class CellPool:
                 if i >= len(work) or state["error"] is not None:
                     return None
                 state["next"] += 1
-                now = time.perf_counter()
+                now = clock()
                 owed = sum(max(share - (now - began), 0.0) for began, share in promised.values())
-                share = share_for(work[i].weight, self.jobs, now, deadline, owed, state["left"], floor_s)
+                share = share_for(work[i].weight, self.jobs, now, deadline + state["late"], owed, state["left"],
+                                  floor_s)
                 state["left"] -= work[i].weight
                 promised[i] = (now, share)
                 return i, share
@@ -130,7 +145,10 @@ class CellPool:
                     return
                 finally:
                     with lock:
-                        promised.pop(i, None)
+                        now = clock()
+                        began, promised_s = promised.pop(i, (now, 0.0))
+                        overrun = max(now - began - promised_s, 0.0)
+                        state["late"] = min(state["late"] + overrun / self.jobs, max_late)
                 if done is not None:
                     with self._report:
                         done(i, results[i])
@@ -153,4 +171,4 @@ class CellPool:
             r.close()
 
 
-__all__ = ["CellPool", "Job", "auto_jobs", "share_for", "torch_threads_per_job", "MAX_AUTO_JOBS"]
+__all__ = ["CellPool", "Job", "auto_jobs", "share_for", "torch_threads_per_job", "MAX_AUTO_JOBS", "MAX_LATE_SHARE"]

@@ -250,7 +250,10 @@ def build_document(result) -> dict[str, Any]:
               "cells_s": round(t.get("cells_s", 0.0), 3),
               "per_cell_note": "after the FA3 experiment, the cells get 65 % of the budget (all of it without "
                                "mutation testing), shared out cell by cell: time a cell does not use goes to the "
-                               "cells after it; mutation testing gets the rest"}
+                               "cells after it, and a cell that overruns its share (a shrink, a slow first "
+                               "example) moves the phase's end back by its overrun over the jobs, up to half "
+                               "the phase, instead of taking the time from the cells after it; mutation "
+                               "testing gets the rest"}
     doc = {
         "schema_version": SCHEMA_VERSION,
         "tool": "flashverify",

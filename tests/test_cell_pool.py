@@ -39,6 +39,44 @@ def test_several_jobs_share_what_the_runners_can_still_give() -> None:
     assert share_for(1, 4, 0.0, 60.0, 0.0, 8, 0.0) == pytest.approx(4 * share_for(1, 1, 0.0, 60.0, 0.0, 8, 0.0))
 
 
+class _Clock:
+    """A clock the jobs advance: shares come out exact, whatever the machine's load."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.mark.parametrize("first_takes, second_share", [
+    # Job 0 is promised 1 s and takes 2: the deadline moves back by the 1 s overrun, so job 1
+    # gets (3 + 1 - 2) / 2 = 1 s, as planned (without the rule: (3 - 2) / 2 = 0.5 s).
+    (2.0, 1.0),
+    # Job 0 takes 4 s: the move is capped at half the phase's 3 s, so job 1 at t = 4 gets
+    # (3 + 1.5 - 4) / 2 = 0.25 s.
+    (4.0, 0.25),
+])
+def test_an_overrun_moves_the_deadline_back_instead_of_starving_the_jobs_after_it(first_takes: float,
+                                                                                  second_share: float) -> None:
+    clock = _Clock()
+    shares: list[float] = []
+
+    def job(i: int) -> Job:
+        def run(runner: _Runner, share: float) -> int:
+            shares.append(share)
+            clock.now += first_takes if i == 0 else share
+            return i
+        return Job(run)
+
+    pool = CellPool(1, isolated=False, runners=[_Runner("a")])
+    assert pool.run([job(i) for i in range(3)], 3.0, 0.0, clock=clock) == [0, 1, 2]
+    assert shares[0] == pytest.approx(1.0)
+    assert shares[1] == pytest.approx(second_share)
+    assert shares[2] == pytest.approx(second_share)  # the last job: what is left of the moved deadline
+    assert clock.now == pytest.approx(first_takes + 2 * second_share)
+
+
 def test_jobs_run_side_by_side_and_come_back_in_order() -> None:
     both_in_flight = threading.Barrier(2, timeout=30)  # passes only if two jobs run at once
     seen: list[tuple[str, float]] = []
