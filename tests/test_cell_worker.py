@@ -210,3 +210,38 @@ Thread 0x00007f0000000001 (most recent call first):
     assert line == ("[main] torch/cuda/__init__.py:900 synchronize < torch/_ops.py:10 a < torch/_ops.py:11 b "
                     "< torch/_ops.py:12 c < ... verify/oracle.py:456 attention_truth")
     assert hang_stacks("") == ""
+
+
+@pytest.mark.parametrize("exempt, budget", [(True, 2.0), (False, 1.0)])
+def test_the_first_examples_compile_time_is_left_out_of_the_budget_where_asked(tmp_path, exempt: bool,
+                                                                                budget: float) -> None:
+    # The first call takes 1.5 s, as a GPU compile does.  Exempt, the cell searches for its
+    # whole 2 s budget after it: it cannot end before 1.5 + 2 s.  Not exempt, the first
+    # example uses up the 1 s budget and the cell ends after it.
+    from tests.targets import crashing
+
+    crashing._CALLS["n"] = 0
+    cell = search.check_cell(_target("slow_first_call"), "float32",
+                             _opts(tmp_path, budget_s=budget, exempt_warmup=exempt, probe_examples=0))
+    assert cell.status == "passed" and cell.cut_by_budget, cell.violation
+    if exempt:
+        assert cell.seconds >= 3.5 and cell.examples > 1
+    else:
+        assert cell.examples == 1
+
+
+def test_a_campaign_cell_leaves_its_warmup_out_once_across_its_chunks(tmp_path, monkeypatch) -> None:
+    # run_cell searches a cell as chunks (here the first is 3 examples; how many follow depends
+    # on the examples' speed): the warm-up of the first is left out of the cell's budget, so
+    # the chunks after it still get the whole 2 s of search between them.
+    from tests.targets import crashing
+
+    monkeypatch.setattr(campaign, "FIRST_CHUNK", 3)
+    crashing._CALLS["n"] = 0
+    base = _opts(tmp_path, exempt_warmup=True, probe_examples=0)
+    run = campaign.run_cell(_target("slow_first_call"), "float32", base, 2.0, 1, 10_000, observe=False)
+    assert run.cell.status == "passed" and run.stop_reason == "budget"
+    assert run.cell.warmup_seconds >= 1.5
+    # 1.5 s of warm-up and 2 s of search, less at most an example's time (run_cell stops a cell
+    # whose time left is less than its mean example); without the rule the cell ends at ~2 s
+    assert run.cell.seconds >= 3.0

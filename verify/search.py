@@ -169,6 +169,12 @@ PROFILES = {
 }
 
 
+#: The most of a first example's time CheckOptions.exempt_warmup leaves out of a budget shorter
+#: than it: a Triton autotuning sweep's compiles (7 s in one attention cell's many-tiles probe
+#: on the H200), not a first case that is merely large.
+WARMUP_CAP_S = 10.0
+
+
 @dataclass
 class CheckOptions:
     dtypes: tuple[str, ...] | None = None  # None: every dtype the target supports
@@ -179,7 +185,12 @@ class CheckOptions:
     timeout: float = engine.DEFAULT_TIMEOUT_S
     artifact_dir: str = str(artifacts.DEFAULT_DIR)
     profile: SizeProfile = field(default_factory=SizeProfile)
-    budget_s: float | None = None  # per dtype wall-clock budget
+    budget_s: float | None = None  # per dtype wall-clock budget (see exempt_warmup)
+    #: Leave the cell's first example out of its budget, up to the budget or WARMUP_CAP_S,
+    #: whichever is more (None: on any device but the CPU).  On a GPU it pays what is not search: Triton's compiles and
+    #: autotuning, torch.compile, the first launches (a Triton mutant's first float16 example
+    #: took 1-2 s of its 1 s a dtype on the H200); on the CPU nothing compiles.
+    exempt_warmup: bool | None = None
     database: Any = None  # a Hypothesis ExampleDatabase, or None
     compare_naive: bool = True
     shrink: bool = True  # False: report the first failing example as found (faster kills)
@@ -198,6 +209,7 @@ class CellResult:
     reason: str = ""
     examples: int = 0
     seconds: float = 0.0
+    warmup_seconds: float = 0.0  # of ``seconds``, the first example's left out of the budget (exempt_warmup)
     target_seconds: float = 0.0
     oracle_seconds: float = 0.0
     error_unit: str = "ULP"
@@ -587,6 +599,10 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
                              "last_case": None, "last_target_s": 0.0,
                              "fastest_wall": math.inf}
     start = time.perf_counter()
+    # The first example's time, up to max(budget, WARMUP_CAP_S), left out of the budget and of
+    # the parts' deadlines (CheckOptions.exempt_warmup).
+    exempt = opts.exempt_warmup if opts.exempt_warmup is not None else opts.device != "cpu"
+    state["warmup"], state["warmed"] = 0.0, not exempt
 
     def record(case, out: engine.CaseOutcome) -> None:
         ev = out.evaluation
@@ -647,7 +663,7 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
             lengths_seen[length] += 1
             seeds_seen[seed] += 1
         if not state["found"]:
-            now = time.perf_counter()
+            now = time.perf_counter() - state["warmup"]
             if opts.budget_s is not None and now - start > opts.budget_s:
                 cell.cut_by_budget = True
                 raise _BudgetSpent()
@@ -667,6 +683,9 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
         for f in case.features:
             event(f)
         if not state["found"]:
+            if not state["warmed"]:
+                state["warmed"] = True
+                state["warmup"] = min(time.perf_counter() - began, max(opts.budget_s or 0.0, WARMUP_CAP_S))
             record(case, out)
             # The speed of the grid probes' estimates (grid_count): the check's whole time.
             work, wall = probe_work(case), time.perf_counter() - began
@@ -859,6 +878,7 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
         cell.worst_case = state["worst_case"].describe()
         cell.worst_artifact = _save(state["worst_case"], cell, opts, None, "worst-case")
     cell.seconds = time.perf_counter() - start
+    cell.warmup_seconds = state["warmup"]
     cell.seconds_to_first_failure = state.get("first_failure_s")
     if cell.min_tolerance_seen == float("inf"):
         cell.min_tolerance_seen = 0.0

@@ -52,3 +52,14 @@ def slow_and_wrong(x: torch.Tensor) -> torch.Tensor:
     time.sleep(0.03)
     y = torch.softmax(x.float(), -1).to(x.dtype)
     return torch.zeros_like(y) if x.shape[-1] >= 2 else y
+
+
+_CALLS = {"n": 0}
+
+
+def slow_first_call(x: torch.Tensor) -> torch.Tensor:
+    """Right, and slow once: the first call in a process sleeps 1.5 s (a GPU kernel's compile)."""
+    _CALLS["n"] += 1
+    if _CALLS["n"] == 1:
+        time.sleep(1.5)
+    return torch.softmax(x.float(), -1).to(x.dtype)
