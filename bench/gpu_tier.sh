@@ -23,7 +23,7 @@ step "pytest -m gpu"
 # Workers share the GPU; the oracle's exact fallback runs on their CPU cores.
 select=()
 [ -n "${TIER_K:-}" ] && select=(-k "$TIER_K")
-timeout "${TIER_PYTEST_S:-450}" python3 -m pytest -m gpu -q -p no:cacheprovider -rs --durations=12 \
+timeout "${TIER_PYTEST_S:-560}" python3 -m pytest -m gpu -q -p no:cacheprovider -rs --durations=12 \
   -n "${TIER_WORKERS:-4}" "${select[@]}" ${TIER_TESTS:-tests/} 2>&1 | tee "$OUT/pytest.log" | tail -60 | tee -a "$log"
 fi
 
