@@ -474,7 +474,12 @@ def run_mutant(m, opts: CampaignOptions, per_dtype_s: float, runner=None):
             break
     cells = [r.cell for r in runs]
     bad = next((c for c in cells if c.status == "violated"), None)
+    failed = next((c for c in cells if c.status == "error"), None)
     status = ("control-failed" if bad else "control-passed") if is_control else ("killed" if bad else "survived")
+    if failed is not None and bad is None:
+        # the suite failed on it (a stalled worker, an exception of ours): no verdict either way
+        return KillResult(m.name, m.op, m.bug_class, m.reference, m.form, "error", dtype=failed.dtype,
+                          seconds=time.perf_counter() - t0, violation=failed.reason), False
     r = KillResult(m.name, m.op, m.bug_class, m.reference, m.form, status, seconds=time.perf_counter() - t0)
     if bad:
         r.dtype = bad.dtype

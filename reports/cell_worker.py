@@ -17,7 +17,9 @@ same ``CellRun`` it would get in process, and:
   in flight is saved as a replayable artifact when there was one.  Before the kill the
   parent asks the worker for its threads' stacks (``faulthandler`` on SIGUSR1, which answers
   even while a thread holds the GIL in C code); the hang's message names where each thread
-  was (``hang_stacks``): in the target (its ``flashverify-target`` thread), or in the suite.
+  was (``hang_stacks``).  When no thread was in a call of the target (the suite's oracle, a
+  lock or the device's memory wait held it), the cell is an ``error`` of the suite, not a
+  ``hang`` of the target.
 
 The only cost is one process start (imports, a CUDA context), paid again after each
 lost context.  ``InProcessCells`` runs the same cells without a child (the CPU default).
@@ -253,13 +255,16 @@ class IsolatedCells:
             if stamp != beat:  # a new example started (searching or shrinking)
                 beat, last_progress = stamp, now
             if now > deadline and now - last_progress > stall_s:
-                where = self._stacks()
+                stacks = self._stacks()
                 self._stop(kill=True)
-                where = f" (stacks at the kill, innermost first: {where})" if where else ""
-                return CellRun(self._lost_cell(target, dtype, base, "hang", now - start,
-                                               f"the worker searching this cell did not finish within its "
-                                               f"budget + {self.grace_s:g} s and started no example for "
-                                               f"{stall_s:g} s; it was killed{where}"),
+                what = (f"the worker searching this cell did not finish within its budget + {self.grace_s:g} s "
+                        f"and started no example for {stall_s:g} s; it was killed")
+                if stacks and "[target]" not in stacks:
+                    # no call of the target was in flight: the suite stalled, not the target
+                    return CellRun(self._stalled_cell(target, dtype, base, now - start, what, stacks),
+                                   CellObserver(target.op), budget_s, 0, "violation")
+                where = f" (stacks at the kill, innermost first: {stacks})" if stacks else ""
+                return CellRun(self._lost_cell(target, dtype, base, "hang", now - start, what + where),
                                CellObserver(target.op), budget_s, 0, "violation")
             try:
                 ready = self._conn.poll(TICK_EVERY_S)
@@ -323,6 +328,16 @@ class IsolatedCells:
                     text = f.read()
                 break
         return hang_stacks(text)
+
+    def _stalled_cell(self, target: Target, dtype: str, base: CheckOptions, seconds: float, what: str,
+                      stacks: str) -> CellResult:
+        """The cell of a worker killed while no call of the target was in flight: an error of the
+        suite (status ``error``), not a hang of the target; the input in flight is named."""
+        inflight = _read_inflight(self.inflight)
+        case = f"; the input in flight: {inflight['description']}" if inflight else ""
+        return CellResult(target.name, target.op, dtype, base.device, status="error", seconds=seconds,
+                          reason=f"the suite stalled, not the target: {what}, and no call of the target was in "
+                                 f"flight (stacks at the kill, innermost first: {stacks}){case}")
 
     def _lost_cell(self, target: Target, dtype: str, base: CheckOptions, kind: str, seconds: float,
                    what: str) -> CellResult:

@@ -245,3 +245,20 @@ def test_a_campaign_cell_leaves_its_warmup_out_once_across_its_chunks(tmp_path, 
     # 1.5 s of warm-up and 2 s of search, less at most an example's time (run_cell stops a cell
     # whose time left is less than its mean example); without the rule the cell ends at ~2 s
     assert run.cell.seconds >= 3.0
+
+
+def test_a_stall_outside_the_target_is_an_error_of_the_suite_not_a_hang(tmp_path) -> None:
+    # The target returns; then the suite's own oracle never does.  No call of the target is in
+    # flight at the kill, so the cell is the suite's error, with the stacks to say where.
+    runner = IsolatedCells(grace_s=1.0, stall_s=60.0)
+    try:
+        warm = runner.run(get_target("torch.softmax"), "float32", _opts(tmp_path), 0.3, 1, 5).cell
+        assert warm.status == "passed", warm.violation
+        runner.stall_s = 2.0
+        cell = runner.run(_target("stall_the_oracle"), "float32", _opts(tmp_path), 0.5, 1, 10).cell
+    finally:
+        runner.close()
+    assert cell.status == "error" and cell.violation is None
+    assert cell.reason.startswith("the suite stalled, not the target"), cell.reason
+    assert "[main] " in cell.reason and "crashing.py" in cell.reason and "[target]" not in cell.reason
+    assert "the input in flight:" in cell.reason

@@ -47,3 +47,26 @@ def test_control_is_not_killed(control) -> None:
     r = mutation.run_one(control, search.CheckOptions(max_examples=examples, seed=777, compare_naive=False,
                                                       shrink=False, artifact_dir=".flashverify/test-artifacts"))
     assert r.status == "control-passed", r.violation
+
+
+def test_a_mutant_the_suite_failed_on_is_an_error_left_out_of_the_score(tmp_path) -> None:
+    # A runner whose every cell is an error of the suite (a stalled worker): no kill, no
+    # survivor, and the summary names it apart.
+    from reports import campaign
+    from reports.campaign import CellObserver, CellRun
+    from verify.search import CellResult
+
+    class Stalled:
+        def run(self, target, dtype, base, budget_s, seed, max_examples, tick=None, observe=True):
+            cell = CellResult(target.name, target.op, dtype, base.device, status="error",
+                              reason="the suite stalled, not the target: ...")
+            return CellRun(cell, CellObserver(target.op), budget_s, 0, "violation")
+
+    mutants, _ = all_mutants()
+    m = next(x for x in mutants if x.name == "softmax-no-max-shift")
+    opts = campaign.CampaignOptions(device="cpu", seed=1, artifact_dir=str(tmp_path))
+    r, limited = campaign.run_mutant(m, opts, 1.0, Stalled())
+    assert r.status == "error" and not limited and r.violation.startswith("the suite stalled")
+    killed = mutation.KillResult("x", "softmax", "c", "", "python", "killed", seconds_to_kill=1.0)
+    s = mutation.summary([r, killed])
+    assert s["errors"] == [m.name] and s["survivors"] == [] and s["mutants"] == 1 and s["mutation_score"] == 1.0

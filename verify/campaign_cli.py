@@ -101,7 +101,8 @@ def cmd_run(args) -> int:
         m = doc["mutation"]["summary"]
         score = "n/a" if m["mutation_score"] is None else f"{100 * m['mutation_score']:.0f}%"
         print(f"mutation score {score} ({m['killed']}/{m['mutants']}); survivors: {', '.join(m['survivors']) or 'none'}"
-              f"; failed controls: {', '.join(m['controls_failed']) or 'none'}")
+              f"; failed controls: {', '.join(m['controls_failed']) or 'none'}"
+              + (f"; the suite failed on: {', '.join(m['errors'])}" if m.get("errors") else ""))
     for v in doc["violations"]:
         print(f"VIOLATION {v['target']} {v['dtype']}: {v['kind']}: {v['message']}")
         if v["replay_command"]:

@@ -24,7 +24,7 @@ class KillResult:
     bug_class: str
     reference: str
     form: str
-    status: str  # killed | survived | control-passed | control-failed | unavailable
+    status: str  # killed | survived | control-passed | control-failed | unavailable | error (the suite failed)
     dtype: str | None = None
     examples: int | None = None
     seconds_to_kill: float | None = None
@@ -95,11 +95,12 @@ def summary(results: list[KillResult]) -> dict:
         "max_seconds_to_kill": max(times) if times else None,
         "controls_failed": [r.name for r in results if r.status == "control-failed"],
         "survivors": [r.name for r in mutants if r.status == "survived"],
+        "errors": [r.name for r in results if r.status == "error"],
     }
 
 
 def table_line(r: KillResult) -> str:
-    if r.status in ("unavailable",):
+    if r.status in ("unavailable", "error"):
         return f"{r.name:<32} {r.status:<14} {r.violation}"
     kill = (f"{r.examples:>4} ex {r.seconds_to_kill:6.1f}s  {r.dtype:<9}" if r.seconds_to_kill is not None
             else f"{'':>7} {'':>7}  {'':<9}")

@@ -63,3 +63,16 @@ def slow_first_call(x: torch.Tensor) -> torch.Tensor:
     if _CALLS["n"] == 1:
         time.sleep(1.5)
     return torch.softmax(x.float(), -1).to(x.dtype)
+
+
+def stall_the_oracle(x: torch.Tensor) -> torch.Tensor:
+    """Right, but on rows of 3 or more it makes this process's oracle hang (the suite stuck
+    after the target returned, as a lock wait or a runaway fallback would leave it)."""
+    if x.shape[-1] >= 3:
+        from verify import oracle
+
+        def stuck(*args, **kwargs):
+            time.sleep(3600)
+
+        oracle.softmax_truth = stuck
+    return torch.softmax(x.float(), -1).to(x.dtype)
