@@ -436,7 +436,9 @@ def test_fuzz_workers_merge_into_one_report(tmp_path: Path) -> None:
     tp = doc["throughput"]
     assert tp["examples"] == tp["inprocess_examples"] == sum(c["examples"] for c in cells)
     assert tp["examples_per_gpu"] == {"cpu": tp["examples"]} and tp["pytest_examples"] == 0
-    assert tp["examples_per_s"] == pytest.approx(tp["examples"] / tp["wall_s"], rel=1e-3)
+    # the report rounds the rate to 3 decimals: below 0.5 examples a second that is more than
+    # 1e-3 relative (0.194 for 0.19435 on a loaded machine, 2026-12-04)
+    assert tp["examples_per_s"] == pytest.approx(tp["examples"] / tp["wall_s"], rel=1e-3, abs=5e-4)
     assert f"| {tp['examples']} ({tp['examples']} + 0) |" in (rep / "summary.md").read_text()
 
 
