@@ -16,18 +16,18 @@ runs in, 1 otherwise).  When a runner frees, the next job in order gets
 of the runner's time: what the runners can still give before the deadline, less what the
 jobs in flight were promised, split evenly over the jobs left, and never past the deadline
 itself (no runner can give a job more time than the clock has left).  A job that ends early
-(a mutant killed in its first examples) leaves its time to the jobs after it.
+(a mutant killed in its first examples) leaves its time to the jobs after it.  With one job
+this is exactly the sequential split the campaign always made: (deadline - now) over the
+jobs left.  With ``floor_s`` the total may overrun the deadline, as the sequential split did.
 
 Overruns.  A job can run past its share: a violation's shrink (not bounded by the budget), a
 first example that compiles and autotunes, the worker's grace before a hang verdict.  Charged
 to the jobs after it, one such job starved them: on the H200 four cuDNN cells that shrank took
-124 s of runner time against 36 planned, and the cells after them, our own attention kernel's
-among them, got 0.5-1.6 s and one example each (2026-12-04, ``verify run --device cuda
+124 s of runner time against about 36 planned, and the 18 cells after them got 0.5-6.3 s, our
+own attention kernel's 0.5-1.6 s and one example each (2026-12-04, ``verify run --device cuda
 --budget 200``).  So the deadline moves back by each overrun over the runners (the runner time
 it cost), up to MAX_LATE_SHARE of the phase's time: the budget bounds the search, and
-overruns come on top of it, within that limit.  With one job
-this is exactly the sequential split the campaign always made: (deadline - now) over the
-jobs left.  With ``floor_s`` the total may overrun the deadline, as the sequential split did.
+overruns come on top of it, within that limit.
 
 Results come back in the jobs' order whatever order they finish in; ``done`` is called as
 each finishes, one call at a time.
@@ -111,8 +111,8 @@ class CellPool:
             done: Callable[[int, Any], None] | None = None,
             clock: Callable[[], float] = time.perf_counter) -> list[Any]:
         """Every job of ``work``, shared out until ``deadline`` (on ``clock``; moved back for
-        overruns, see the module docstring); their results in ``work``'s order.  An exception in a job is raised here once every job in
-        flight has ended (the rest are not started)."""
+        overruns, see the module docstring); their results in ``work``'s order.  An exception
+        in a job is raised here once every job in flight has ended (the rest are not started)."""
         results: list[Any] = [None] * len(work)
         # "late": how far the deadline has moved back for overruns (the module docstring)
         state = {"next": 0, "left": sum(j.weight for j in work), "error": None, "late": 0.0}

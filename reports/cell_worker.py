@@ -115,24 +115,24 @@ def _short(path: str) -> str:
     return re.sub(r"^.*/lib/python3\.\d+/", "", path)
 
 
-def hang_stacks(dump: str, frames: int = STACK_FRAMES) -> str:
-    """A one-line summary of a ``faulthandler`` dump, innermost frames first.
+def stack_threads(dump: str, frames: int = STACK_FRAMES) -> list[tuple[str, list[str]]]:
+    """The threads of a ``faulthandler`` dump as (name, frames), innermost frames first.
 
     Each thread is named ``target`` (the thread ``verify.engine.call_target`` runs the target
-    in), ``main`` (the worker's main thread) or ``thread``; it shows its innermost ``frames``
+    in), ``main`` (the worker's main thread) or ``thread``; it keeps its innermost ``frames``
     frames as ``file:line func``, and then, if none of them is the suite's, its innermost
     frame in the suite's code.  Threads with no frame of the suite's (idle pools, the pipe's
-    feeder) are left out.  "" for an empty dump."""
-    threads: list[list[str]] = []
+    feeder) are left out."""
+    stacks: list[list[str]] = []
     for line in dump.splitlines():
         if _THREAD.match(line):
-            threads.append([])
+            stacks.append([])
             continue
         frame = _FRAME.match(line)
-        if frame and threads:
-            threads[-1].append(f"{_short(frame['file'])}:{frame['line']} {frame['func']}")
-    parts = []
-    for stack in threads:
+        if frame and stacks:
+            stacks[-1].append(f"{_short(frame['file'])}:{frame['line']} {frame['func']}")
+    threads = []
+    for stack in stacks:
         ours = [f for f in stack if f.startswith(_PROJECT_DIRS)]
         if not ours:
             continue
@@ -141,8 +141,18 @@ def hang_stacks(dump: str, frames: int = STACK_FRAMES) -> str:
         shown = stack[:frames]
         if not any(f in ours for f in shown):
             shown.append("... " + ours[0])
-        parts.append(f"[{name}] " + " < ".join(shown))
-    return "; ".join(parts)
+        threads.append((name, shown))
+    return threads
+
+
+def _summary(threads: list[tuple[str, list[str]]]) -> str:
+    return "; ".join(f"[{name}] " + " < ".join(shown) for name, shown in threads)
+
+
+def hang_stacks(dump: str, frames: int = STACK_FRAMES) -> str:
+    """A one-line summary of a ``faulthandler`` dump (``stack_threads``): ``[name] frame <
+    frame ...`` a thread, threads separated by "; ".  "" for an empty dump."""
+    return _summary(stack_threads(dump, frames))
 
 
 def _worker_main(conn, inflight: str, torch_threads: int | None = None) -> None:
@@ -255,11 +265,13 @@ class IsolatedCells:
             if stamp != beat:  # a new example started (searching or shrinking)
                 beat, last_progress = stamp, now
             if now > deadline and now - last_progress > stall_s:
-                stacks = self._stacks()
+                dump = self._stack_dump()
                 self._stop(kill=True)
                 what = (f"the worker searching this cell did not finish within its budget + {self.grace_s:g} s "
                         f"and started no example for {stall_s:g} s; it was killed")
-                if stacks and "[target]" not in stacks:
+                threads = stack_threads(dump)
+                stacks = _summary(threads)
+                if threads and all(name != "target" for name, _ in threads):
                     # no call of the target was in flight: the suite stalled, not the target
                     return CellRun(self._stalled_cell(target, dtype, base, now - start, what, stacks),
                                    CellObserver(target.op), budget_s, 0, "violation")
@@ -299,8 +311,8 @@ class IsolatedCells:
                     self._stop()
                 return run
 
-    def _stacks(self) -> str:
-        """The worker's threads' stacks (``hang_stacks``), asked for by signal; "" when the
+    def _stack_dump(self) -> str:
+        """The worker's ``faulthandler`` dump of its threads, asked for by signal; "" when the
         platform has no such signal or the worker wrote nothing within STACKS_WAIT_S."""
         path = _stacks_path(self.inflight)
         if STACKS_SIGNAL is None or self._proc is None or not self._proc.is_alive():
@@ -311,23 +323,15 @@ class IsolatedCells:
         except OSError:
             return ""
         end = time.monotonic() + STACKS_WAIT_S
-        text = ""
-        while time.monotonic() < end:
+        while time.monotonic() < end and (path.stat().st_size if path.exists() else 0) <= size:
             time.sleep(0.1)
-            try:
-                with open(path) as f:
-                    f.seek(size)
-                    text = f.read()
-            except OSError:
-                continue
-            # the dump is written in one go; a moment more lets its last thread finish
-            if text and time.monotonic() + 0.2 < end:
-                time.sleep(0.2)
-                with open(path) as f:
-                    f.seek(size)
-                    text = f.read()
-                break
-        return hang_stacks(text)
+        time.sleep(0.2)  # the dump is written in one go: a moment more lets its last thread finish
+        try:
+            with open(path) as f:
+                f.seek(size)
+                return f.read()
+        except OSError:
+            return ""
 
     def _stalled_cell(self, target: Target, dtype: str, base: CheckOptions, seconds: float, what: str,
                       stacks: str) -> CellResult:
@@ -377,4 +381,4 @@ def isolated_runners(isolation: str, device: str, jobs: int) -> bool:
     return isolation == "process" or (isolation == "auto" and (device.startswith("cuda") or jobs > 1))
 
 
-__all__ = ["InProcessCells", "IsolatedCells", "isolated_runners", "hang_stacks", "GRACE_S"]
+__all__ = ["InProcessCells", "IsolatedCells", "isolated_runners", "hang_stacks", "stack_threads", "GRACE_S"]

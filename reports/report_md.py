@@ -255,11 +255,11 @@ def render_mutation(mut: dict[str, Any]) -> list[str]:
              f"{', '.join(s['controls_failed']) or 'none'}. Budget {num(mut['budget_s'])} s "
              f"(used {num(mut['seconds'])} s), at most {mut['max_examples_per_dtype']} examples per dtype, "
              "first failure reported unshrunk.")
-    errors = s.get("errors") or []
-    if errors:
+    failed = [r for r in mut["results"] if r["status"] == "error"]
+    if failed:
         L.append("")
-        L.append(f"**The suite failed on {len(errors)} mutant(s)**: no verdict, left out of the score.")
-        L += [f"- {r['name']} ({r['dtype'] or '—'}): {r['violation']}" for r in mut["results"] if r["status"] == "error"]
+        L.append(f"**The suite failed on {len(failed)} mutant(s)**: no verdict, left out of the score.")
+        L += [f"- {r['name']} ({r['dtype'] or '—'}): {r['violation']}" for r in failed]
     limited = [r["name"] for r in mut["results"] if r["status"] == "survived" and r.get("budget_limited")]
     if limited:
         L.append("")

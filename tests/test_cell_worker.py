@@ -77,23 +77,36 @@ def test_worker_survives_a_hard_crash_and_a_lost_context(tmp_path) -> None:
         runner.close()
 
 
-def test_worker_that_overruns_its_cell_is_killed_and_its_input_saved(tmp_path) -> None:
-    # A first cell pays the worker's imports, under a stall allowance of a minute: on a loaded
+def _killed_after_a_warm_cell(tmp_path: Path, func: str, grace_s: float):
+    """The run of ``crashing.func`` on a worker warmed by one passing cell, then given a stall
+    allowance of 2 s, and how many workers the runner started."""
+    # The warm cell pays the worker's imports, under a stall allowance of a minute: on a loaded
     # machine they outlasted 2 s (CI, 2026-12-01) and the worker was killed before its first
-    # example.  The allowance is read at each run, so the overrunning cell gets 2 s.
-    runner = IsolatedCells(grace_s=3.0, stall_s=60.0)
+    # example.  The allowance is read at each run, so the cell after it gets 2 s.
+    runner = IsolatedCells(grace_s=grace_s, stall_s=60.0)
     try:
         warm = runner.run(get_target("torch.softmax"), "float32", _opts(tmp_path), 0.3, 1, 5).cell
         assert warm.status == "passed", warm.violation
         runner.stall_s = 2.0
-        run = runner.run(_target("sleep_forever"), "float32", _opts(tmp_path), 0.5, 1, 10)
-        assert runner.workers_started == 1
+        return runner.run(_target(func), "float32", _opts(tmp_path), 0.5, 1, 10), runner.workers_started
     finally:
         runner.close()
+
+
+def test_worker_that_overruns_its_cell_is_killed_and_its_input_saved(tmp_path) -> None:
+    # The target sleeps inside a function of its own: the kill's message must also point there,
+    # in the target's thread, so a reader can tell a stuck target from a stuck suite.
+    run, workers = _killed_after_a_warm_cell(tmp_path, "sleep_forever", 3.0)
+    assert workers == 1
     cell = run.cell
     assert cell.status == "violated" and cell.violation.kind == "hang"
-    assert "did not finish within its budget + 3 s and started no example for 2 s" in cell.violation.message
+    message = cell.violation.message
+    assert "did not finish within its budget + 3 s and started no example for 2 s" in message
     assert cell.artifact is not None
+    assert "stacks at the kill" in message, message
+    target_stack = message.split("[target] ", 1)[1].split(";")[0]
+    assert "tests/targets/crashing.py:" in target_stack and "sleep_forever" in target_stack, message
+    assert "[main] " in message, message
 
 
 def test_a_long_shrink_past_the_grace_is_progress_not_a_hang(tmp_path) -> None:
@@ -170,25 +183,6 @@ def test_mutants_after_a_lost_context_are_reported_not_run(tmp_path, monkeypatch
     assert second.status == "unavailable" and second.violation.startswith("not run: breaks-context")
 
 
-def test_a_hang_names_where_the_target_was_stuck(tmp_path) -> None:
-    # The target sleeps inside a function of its own: the kill's message must point there,
-    # in the target's thread, so a reader can tell a stuck target from a stuck suite.
-    runner = IsolatedCells(grace_s=1.0, stall_s=60.0)
-    try:
-        warm = runner.run(get_target("torch.softmax"), "float32", _opts(tmp_path), 0.3, 1, 5).cell
-        assert warm.status == "passed", warm.violation
-        runner.stall_s = 2.0
-        cell = runner.run(_target("sleep_forever"), "float32", _opts(tmp_path), 0.5, 1, 10).cell
-    finally:
-        runner.close()
-    assert cell.violation.kind == "hang"
-    message = cell.violation.message
-    assert "stacks at the kill" in message, message
-    target_stack = message.split("[target] ", 1)[1].split(";")[0]
-    assert "tests/targets/crashing.py:" in target_stack and "sleep_forever" in target_stack, message
-    assert "[main] " in message, message
-
-
 def test_hang_stacks_summarizes_a_faulthandler_dump() -> None:
     from reports.cell_worker import hang_stacks
 
@@ -250,14 +244,7 @@ def test_a_campaign_cell_leaves_its_warmup_out_once_across_its_chunks(tmp_path, 
 def test_a_stall_outside_the_target_is_an_error_of_the_suite_not_a_hang(tmp_path) -> None:
     # The target returns; then the suite's own oracle never does.  No call of the target is in
     # flight at the kill, so the cell is the suite's error, with the stacks to say where.
-    runner = IsolatedCells(grace_s=1.0, stall_s=60.0)
-    try:
-        warm = runner.run(get_target("torch.softmax"), "float32", _opts(tmp_path), 0.3, 1, 5).cell
-        assert warm.status == "passed", warm.violation
-        runner.stall_s = 2.0
-        cell = runner.run(_target("stall_the_oracle"), "float32", _opts(tmp_path), 0.5, 1, 10).cell
-    finally:
-        runner.close()
+    cell = _killed_after_a_warm_cell(tmp_path, "stall_the_oracle", 1.0)[0].cell
     assert cell.status == "error" and cell.violation is None
     assert cell.reason.startswith("the suite stalled, not the target"), cell.reason
     assert "[main] " in cell.reason and "crashing.py" in cell.reason and "[target]" not in cell.reason

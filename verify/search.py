@@ -187,9 +187,10 @@ class CheckOptions:
     profile: SizeProfile = field(default_factory=SizeProfile)
     budget_s: float | None = None  # per dtype wall-clock budget (see exempt_warmup)
     #: Leave the cell's first example out of its budget, up to the budget or WARMUP_CAP_S,
-    #: whichever is more (None: on any device but the CPU).  On a GPU it pays what is not search: Triton's compiles and
-    #: autotuning, torch.compile, the first launches (a Triton mutant's first float16 example
-    #: took 1-2 s of its 1 s a dtype on the H200); on the CPU nothing compiles.
+    #: whichever is more (None: on any device but the CPU).  On a GPU it pays what is not
+    #: search: Triton's compiles and autotuning, torch.compile, the first launches (a Triton
+    #: mutant's first float16 example took 1-2 s of its 1 s a dtype on the H200); on the CPU
+    #: nothing compiles.
     exempt_warmup: bool | None = None
     database: Any = None  # a Hypothesis ExampleDatabase, or None
     compare_naive: bool = True
@@ -602,7 +603,7 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
     # The first example's time, up to max(budget, WARMUP_CAP_S), left out of the budget and of
     # the parts' deadlines (CheckOptions.exempt_warmup).
     exempt = opts.exempt_warmup if opts.exempt_warmup is not None else opts.device != "cpu"
-    state["warmup"], state["warmed"] = 0.0, not exempt
+    state["warmup"] = 0.0
 
     def record(case, out: engine.CaseOutcome) -> None:
         ev = out.evaluation
@@ -663,11 +664,11 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
             lengths_seen[length] += 1
             seeds_seen[seed] += 1
         if not state["found"]:
-            now = time.perf_counter() - state["warmup"]
-            if opts.budget_s is not None and now - start > opts.budget_s:
+            searched_to = time.perf_counter() - state["warmup"]  # the clock, less the warm-up
+            if opts.budget_s is not None and searched_to - start > opts.budget_s:
                 cell.cut_by_budget = True
                 raise _BudgetSpent()
-            if state["deadline"] is not None and now > state["deadline"]:
+            if state["deadline"] is not None and searched_to > state["deadline"]:
                 state["stopping"] = True
                 raise _PartOver()
         began = time.perf_counter()
@@ -683,8 +684,7 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
         for f in case.features:
             event(f)
         if not state["found"]:
-            if not state["warmed"]:
-                state["warmed"] = True
+            if exempt and cell.examples == 0:  # the first example, before record counts it
                 state["warmup"] = min(time.perf_counter() - began, max(opts.budget_s or 0.0, WARMUP_CAP_S))
             record(case, out)
             # The speed of the grid probes' estimates (grid_count): the check's whole time.
