@@ -182,6 +182,14 @@ def sweep_variants(n: int, dtype_name: str):
                       {"cooperative": True, "coop_chunk": 16384, "coop_warps": w, "coop_programs_per_sm": 1,
                        "sum_f64": use64, "coop_lag": lag, "coop_early_poll": lag})
                      for w in (16, 32) for use64 in (True, False) for lag in (False, True)]
+    if 16384 <= n <= 65536:
+        # whole rows a program, the next rows pipelined through shared memory (PIPELINED_16BIT);
+        # pipe_off: the launch the default took before it
+        kw = {"precise": False} if dtype_name == "fp32" else {}
+        variants.append(("pipe_off", kw, {"pipelined": False}))
+        variants += [(f"pipe_s{st}_w{w}_pps{k}", kw, {"pipelined": True, "pipe_stages": st, "pipe_warps": w,
+                                                      "pipe_per_sm": k})
+                     for st, w, k in ((2, 32, 1), (3, 32, 1), (4, 32, 1), (3, 16, 1), (4, 16, 1), (3, 32, 2))]
     if dtype_name == "fp32":
         variants.append(("fast", {"precise": False}, {}))
         if 8192 <= n <= 16384:
@@ -226,6 +234,8 @@ def gpu_state() -> dict:
 def bench_case(dtype_name: str, n: int, total: int, sweep: bool, warmup: float, rep: float,
                only: list[str] | None = None, polls: bool = False) -> list[dict]:
     from triton.testing import do_bench, do_bench_cudagraph
+
+    import triton
 
     from kernels import triton_softmax
     from kernels.triton_softmax import schedule_for, softmax
@@ -297,6 +307,8 @@ def bench_case(dtype_name: str, n: int, total: int, sweep: bool, warmup: float, 
                     plan = triton_softmax._cooperative_plan(rows, n, dtype, sms, kw.get("precise", True))
                     pairs = rows * (plan.num_chunks if plan else 1)
                     r["polls"] = {"extra": extra, "polled_again": again, "row_programs": pairs}
+        except triton.runtime.errors.OutOfResources as e:  # a sweep's launch past the SM's shared memory
+            print(f"{dtype_name:>5} N={n:<8} ours[{label}]: not launched: {e}", flush=True)
         finally:
             triton_softmax.TUNING.update(defaults)
     for r in out:

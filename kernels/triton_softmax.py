@@ -4,6 +4,10 @@ Four schedules compute the same function:
 
 * **single pass** -- a row (or a few short rows) fits in one block of registers:
   one read, one write.
+* **pipelined rows** -- 16-bit rows of 16385..32768, where rows are many: a persistent grid,
+  one program a SM, each holding a whole row in registers while Triton's pipeliner brings its
+  next rows into shared memory (``_softmax_rows_pipelined_kernel``; PIPELINED_16BIT, not yet
+  the default: PIPELINED_BY_DEFAULT).
 * **online, one program per row** -- longer rows are streamed in blocks while a
   running maximum ``m`` and running sum ``l`` are kept; when the maximum grows,
   ``l`` is rescaled by ``exp(m_old - m_new)``.  On the fast float32 path each lane
@@ -190,6 +194,56 @@ ONLINE_16BIT = (OnlineLaunch(32768, 4096, 16, 6), OnlineLaunch(65536, 8192, 16, 
                 OnlineLaunch(131072, 16384, 32, 2))
 
 
+class PipelinedLaunch(NamedTuple):
+    """The pipelined-rows launch for 16-bit rows of up to ``max_cols`` (see PIPELINED_16BIT)."""
+    max_cols: int
+    warps: int
+    stages: int  # tl.range num_stages: stages - 1 rows in flight in shared memory
+    per_sm: int  # persistent programs a SM
+
+
+#: 16-bit rows of 16385..32768, whole rows a program, where there are at least
+#: PIPELINED_MIN_ROWS_PER_SM rows a SM.  A row of 32768 takes 64 KiB: at 32 warps (32 elements a
+#: thread, ~55 registers, one program a SM) the row is in registers while the next two rows load
+#: into shared memory (num_stages = 3: two 64 KiB buffers; with num_stages = 2 the one buffer
+#: must drain before the next load starts, and it lost).  Measured on the H200 (2026-12-04
+#: 21:39 UTC, ``bench/exp_pipelined_rows.py``, rows of 2**26 elements, graph-timed, one round),
+#: % of copy: bf16 89.1% / fp16 87.3% at N = 32768 against 82.7% / 82.5% for the online launch
+#: (ONLINE_16BIT's first entry then); at N = 16384 the single pass stays ahead (93.3% against
+#: 87.2-90.0%).  float32 rows of 32768 need 256 KiB for two buffers, past the 227 KiB a SM has.
+PIPELINED_16BIT = (PipelinedLaunch(32768, 32, 3, 1),)
+PIPELINED_MIN_ROWS_PER_SM = 2
+#: Whether the default takes PIPELINED_16BIT.  Off until ``pytest -m gpu -k pipelined`` has run
+#: on a GPU: the one measurement above checked full-length random rows only, and the staged
+#: schedule, also loads pipelined by Triton, gave wrong rows on the H200 (NaN in all -inf rows)
+#: while right under the interpreter (BENCHMARKS.md, twenty-ninth session).  The device was
+#: withheld for the rest of the session that wrote this (2026-12-04, thirty-first).
+PIPELINED_BY_DEFAULT = False
+
+
+def pipelined_launch(n_rows: int, n_cols: int, dtype: torch.dtype, sms: int) -> PipelinedLaunch | None:
+    """The PIPELINED_16BIT entry for these rows, or None: float32, rows of up to
+    MAX_SINGLE_BLOCK or past the table, fewer than PIPELINED_MIN_ROWS_PER_SM rows a SM, or
+    PIPELINED_BY_DEFAULT off.  ``TUNING["pipelined"]`` False: None; True: for rows of any dtype
+    and length up to ``2**16`` elements (a sweep's variant, or a test of the kernel on short
+    rows).  The ``pipe_*`` keys override the launch's shape."""
+    forced = TUNING["pipelined"]
+    if forced is False or (forced is None and not PIPELINED_BY_DEFAULT):
+        return None
+    if forced:
+        base = PipelinedLaunch(1 << 16, 32, 3, 1)
+        if n_cols > base.max_cols:
+            return None
+    else:
+        if dtype == torch.float32 or n_cols <= MAX_SINGLE_BLOCK or n_rows < PIPELINED_MIN_ROWS_PER_SM * sms:
+            return None
+        base = next((launch for launch in PIPELINED_16BIT if n_cols <= launch.max_cols), None)
+        if base is None:
+            return None
+    return PipelinedLaunch(base.max_cols, int(_tuned("pipe_warps", base.warps)),
+                           int(_tuned("pipe_stages", base.stages)), int(_tuned("pipe_per_sm", base.per_sm)))
+
+
 def online_16bit_launch(n_rows: int, n_cols: int, dtype: torch.dtype, sms: int) -> OnlineLaunch | None:
     """The ONLINE_16BIT entry for these rows, or None where the table does not apply: float32,
     rows of up to MAX_SINGLE_BLOCK or past the table, fewer rows than 2 a SM, or a TUNING
@@ -219,7 +273,7 @@ COOP_SPIN_LIMIT = 1 << 15
 # ends: poll twice (the polling loop still runs) and rebuild the rest.
 _INTERPRETER_SPINS = 2
 #: The names schedule_for returns.
-SCHEDULES = ("rows", "online", "split", "cooperative")
+SCHEDULES = ("rows", "pipelined", "online", "split", "cooperative")
 #: Launch overrides for benchmarks (bench/softmax.py --sweep); None keeps the heuristics.
 #: ``cooperative``: None lets schedule_for decide, False never takes the cooperative
 #: schedule, True takes it for every row it can hold (tests use this to run it on short
@@ -239,11 +293,15 @@ SCHEDULES = ("rows", "online", "split", "cooperative")
 #: precise float32 path; None: on for the fast float32 path only).  ``keep_p``: the precise
 #: float32 online schedule writes its exponentials in the first sweep and rescales them in the
 #: second (None: on; False: the second sweep computes them again, as before 2026-11-30).
+#: ``pipelined``: the pipelined-rows schedule (None: as PIPELINED_16BIT says; True: for every
+#: row it holds, see pipelined_launch; False: never); ``pipe_warps``, ``pipe_stages``,
+#: ``pipe_per_sm``: its launch's shape.
 TUNING: dict = {"rows_warps": None, "stream_warps": None, "stream_block": None,
                 "online_programs_per_sm": None, "rows_block_r": None,
                 "cooperative": None, "coop_chunk": None, "coop_warps": None, "coop_groups": None,
                 "coop_programs_per_sm": None, "coop_lag": None, "coop_hold_x": None, "coop_early_poll": None,
-                "l2_hints": None, "lane_stats": None, "keep_p": None, "online_maxnreg": None, "sum_f64": None}
+                "l2_hints": None, "lane_stats": None, "keep_p": None, "online_maxnreg": None, "sum_f64": None,
+                "pipelined": None, "pipe_warps": None, "pipe_stages": None, "pipe_per_sm": None}
 
 
 def _tuned(key: str, default):
@@ -345,6 +403,32 @@ def _softmax_rows_kernel(
         tl.store(Y + rows64[:, None] * stride_yr + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)
     if WRITE_LSE:
         tl.store(LSE + rows, _lse(shift, l), mask=rows < n_rows)
+
+
+@triton.jit
+def _softmax_rows_pipelined_kernel(
+    X, Y, LSE, n_rows, n_cols, stride_xr, stride_yr,
+    BLOCK_N: tl.constexpr, STAGES: tl.constexpr,
+    PRECISE: tl.constexpr, WRITE_Y: tl.constexpr, WRITE_LSE: tl.constexpr,
+):
+    # The single pass, persistent: program p takes rows p, p + P, p + 2P, ...  The loop body
+    # holds no loop, so the pipeliner can issue the loads of the next STAGES - 1 rows as
+    # asynchronous copies into shared memory while this row is reduced and stored from
+    # registers: one read and one write an element, and the SM's memory traffic never waits
+    # for its own arithmetic.
+    cols = tl.arange(0, BLOCK_N)
+    in_row = cols < n_cols
+    for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0), num_stages=STAGES):
+        row64 = tl.zeros([], tl.int64) + row  # row * stride can pass 2**31 (row is a plain int when interpreted)
+        x = tl.load(X + row64 * stride_xr + cols, mask=in_row, other=float("-inf")).to(tl.float32)
+        shift = safe_max(tl.max(x, axis=0))
+        p = _exp(x, shift, PRECISE)
+        l = _sum(p, 0, PRECISE)
+        if WRITE_Y:
+            y = _divide(p, l, PRECISE)
+            tl.store(Y + row64 * stride_yr + cols, y.to(Y.dtype.element_ty), mask=in_row)
+        if WRITE_LSE:
+            tl.store(LSE + row, _lse(shift, l))
 
 
 @triton.jit
@@ -879,6 +963,7 @@ class _Plan(NamedTuple):
     keep_p: bool = False  # online, precise float32: the first sweep writes exp(x - m_b) for the second
     maxnreg: int = 0  # registers a thread at most (0: the compiler's choice)
     sum64: bool = False  # precise float32: the exponentials summed in float64 (see SUM64_WARPS)
+    stages: int = 1  # pipelined: tl.range num_stages
 
 
 def _single_block(dtype: torch.dtype) -> int:
@@ -949,6 +1034,10 @@ def _plan(n_rows: int, n_cols: int, dtype: torch.dtype, sms: int, interpreted: b
     # that waits in vain rebuilds its partners' statistics) but reads rows many times.
     coop = TUNING["cooperative"]
     if block_size is None and num_chunks is None and not coop:
+        piped = pipelined_launch(n_rows, n_cols, dtype, sms)
+        if piped is not None:
+            return _Plan("pipelined", block=n_pow2, num_warps=piped.warps, programs=min(n_rows, piped.per_sm * sms),
+                         stages=piped.stages, sum64=_sum64(precise, True))
         online16 = online_16bit_launch(n_rows, n_cols, dtype, sms)
         if online16 is not None:
             return _Plan("online", block=online16.block, num_warps=online16.warps,
@@ -1087,6 +1176,11 @@ def _launch(x2: torch.Tensor, y2: torch.Tensor | None, lse: torch.Tensor | None,
         _softmax_rows_kernel[grid](
             x2, y_arg, lse_arg, n_rows, n_cols, x2.stride(0), stride_y,
             BLOCK_R=plan.block_r, BLOCK_N=plan.block, **flags,
+        )
+    elif plan.name == "pipelined":
+        _softmax_rows_pipelined_kernel[(plan.programs,)](
+            x2, y_arg, lse_arg, n_rows, n_cols, x2.stride(0), stride_y,
+            BLOCK_N=plan.block, STAGES=plan.stages, **flags,
         )
     elif plan.name == "online":
         n_blocks = triton.cdiv(n_cols, plan.block)

@@ -689,9 +689,11 @@ SCHEDULE_CASES = [
     (64, 1 << 20, F32, {"precise": False}, "cooperative"),
     (4, 1 << 20, F32, {"precise": False}, "split"),  # 4 x 128 chunks: too few to fill 4 a SM
     (4096, 16384, BF16, {}, "rows"),
-    # 16-bit rows of 16385..131072, 2 a SM or more: ONLINE_16BIT's online launches
+    # 16-bit rows of 16385..131072, 2 a SM or more: ONLINE_16BIT's online launches (up to 32768
+    # PIPELINED_16BIT's once PIPELINED_BY_DEFAULT is on: test_pipelined_launch_table)
     (264, 16385, BF16, {}, "online"),
     (2048, 32768, BF16, {}, "online"),
+    (2048, 32768, F32, {"precise": False}, "cooperative"),
     (2048, 32769, F16, {}, "online"),
     (1024, 65536, BF16, {}, "online"),
     (1024, 65536, F16, {}, "online"),
@@ -954,6 +956,47 @@ def test_softmax_cooperative_without_waiting(tuning, coop_grids, monkeypatch):
     check_special_rows(x, y, lse)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32] + HALF_DTYPES)
+@pytest.mark.parametrize("n", [300, 64])
+def test_softmax_pipelined_forced(n, dtype, tuning):
+    # The persistent single pass: 9 special rows (plus strided ones) over 4 programs, so each
+    # program walks two or three rows; the same results as the single-pass kernel, LSE too.
+    tuning["cooperative"] = False
+    x = special_rows(n, dtype)
+    plain = softmax(x, return_lse=True)
+    tuning.update(pipelined=True, pipe_per_sm=1, pipe_warps=4)
+    assert schedule_for(*x.shape, dtype, "cpu", sms=4, interpreted=True) == "pipelined"
+    assert triton_softmax._plan(*x.shape, dtype, 4, True, 1 << 22, None, None, True).programs == 4
+    y, lse = softmax(x, return_lse=True)
+    check_special_rows(x, y, lse)
+    assert torch.equal(y.nan_to_num(7.0), plain[0].nan_to_num(7.0)) and torch.equal(y.isnan(), plain[0].isnan())
+    torch.testing.assert_close(softmax_lse(x), plain[1], rtol=0, atol=0, equal_nan=True)
+    wide = randn(3, 7, n + 40, dtype=dtype, scale=3.0)[:, :, 20 : 20 + n]  # row stride n + 40, leading dims
+    assert_softmax_close(softmax(wide), wide)
+
+
+def test_pipelined_launch_table(tuning, monkeypatch):
+    sms = GPU_SMS
+    assert triton_softmax.pipelined_launch(4096, 32768, BF16, sms) is None  # not yet the default
+    monkeypatch.setattr(triton_softmax, "PIPELINED_BY_DEFAULT", True)
+    assert schedule_for(2048, 32768, BF16, "cuda", sms=sms, interpreted=False) == "pipelined"
+    assert schedule_for(264, 16385, F16, "cuda", sms=sms, interpreted=True) == "pipelined"
+    assert schedule_for(2048, 32768, F32, "cuda", sms=sms, interpreted=False, precise=False) == "cooperative"
+    launch = triton_softmax.pipelined_launch(2 * sms, 32768, BF16, sms)
+    assert launch == triton_softmax.PIPELINED_16BIT[0]
+    assert triton_softmax.pipelined_launch(2 * sms - 1, 32768, BF16, sms) is None  # too few rows
+    assert triton_softmax.pipelined_launch(4096, 16384, F16, sms) is None  # the single pass holds it
+    assert triton_softmax.pipelined_launch(4096, 32769, F16, sms) is None
+    assert triton_softmax.pipelined_launch(4096, 32768, F32, sms) is None
+    tuning.update(pipe_stages=4, pipe_warps=16)
+    assert triton_softmax.pipelined_launch(4096, 20000, F16, sms)[1:3] == (16, 4)
+    tuning["pipelined"] = False
+    assert schedule_for(2048, 32768, BF16, "cuda", sms=sms, interpreted=False) == "online"
+    tuning["pipelined"] = True  # any dtype, any length up to 2**16
+    assert schedule_for(4, 100, F32, "cuda", sms=sms, interpreted=False) == "pipelined"
+    assert schedule_for(4, 1 << 17, BF16, "cuda", sms=sms, interpreted=False) != "pipelined"
+
+
 def cooperative_case(n: int, dtype: torch.dtype) -> torch.Tensor:
     rows = max(2, (1 << 22) // n)
     x = randn(rows, n, dtype=dtype, scale=3.0)
@@ -1002,6 +1045,29 @@ def test_gpu_cooperative_special_rows(n, dtype, tuning, coop_grids):
     assert coop_grids
     check_special_rows(x, y, lse)
     torch.testing.assert_close(softmax_lse(x), lse, rtol=1e-6, atol=0, equal_nan=True)
+
+
+@gpu
+@pytest.mark.parametrize("n", [16385, 20000, 32767, 32768])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_gpu_pipelined_rows(n, dtype, tuning, monkeypatch):
+    # The default-to-be for many 16-bit rows of 16385..32768 (PIPELINED_BY_DEFAULT): special rows among 2 a SM and more
+    # (each program walks several, its next rows loaded into shared memory while it works),
+    # ragged lengths (a masked tail in the pipelined load), LSE with and without y.
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    x = torch.cat([special_rows(n, dtype), randn(2 * sms + 7, n, dtype=dtype, scale=3.0)])
+    x[-1, : n // 2] = NEG_INF
+    monkeypatch.setattr(triton_softmax, "PIPELINED_BY_DEFAULT", True)
+    assert schedule_for(x.shape[0], n, dtype, x.device) == "pipelined"
+    y, lse = softmax(x, return_lse=True)
+    check_special_rows(x[:9], y[:9], lse[:9])
+    assert_softmax_close(y, x)
+    torch.testing.assert_close(softmax_lse(x), lse, rtol=0, atol=0, equal_nan=True)
+    tuning["pipelined"] = False  # the online launch: a few roundings apart
+    info = torch.finfo(dtype)
+    other = softmax(x)
+    assert torch.allclose(y.double(), other.double(), rtol=8 * info.eps, atol=2 * info.smallest_normal * info.eps,
+                          equal_nan=True)
 
 
 @gpu
