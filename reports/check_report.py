@@ -34,6 +34,7 @@ def cell_to_dict(cell) -> dict[str, Any]:
     return {
         "target": cell.target, "op": cell.op, "dtype": cell.dtype, "device": cell.device, "status": cell.status,
         "reason": cell.reason, "examples": cell.examples, "seconds": round(cell.seconds, 3),
+        "warmup_seconds": round(cell.warmup_seconds, 3),
         "error_unit": cell.error_unit, "max_error": cell.max_error, "p99_error": s.p99, "median_error": s.median,
         "max_error_over_tolerance": cell.max_ratio,
         "tolerance_range": [cell.min_tolerance_seen, cell.max_tolerance_seen],

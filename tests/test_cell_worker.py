@@ -15,6 +15,7 @@ import torch
 from kernels.registry import get_target
 from reports import campaign
 from reports.cell_worker import IsolatedCells
+from reports.check_report import cell_to_dict
 from verify import artifacts, engine, search
 from verify.loader import load_target
 from verify.search import CheckOptions
@@ -236,6 +237,7 @@ def test_a_campaign_cell_leaves_its_warmup_out_once_across_its_chunks(tmp_path, 
     run = campaign.run_cell(_target("slow_first_call"), "float32", base, 2.0, 1, 10_000, observe=False)
     assert run.cell.status == "passed" and run.stop_reason == "budget"
     assert run.cell.warmup_seconds >= 1.5
+    assert cell_to_dict(run.cell)["warmup_seconds"] == round(run.cell.warmup_seconds, 3)  # the report says so
     # 1.5 s of warm-up and 2 s of search, less at most an example's time (run_cell stops a cell
     # whose time left is less than its mean example); without the rule the cell ends at ~2 s
     assert run.cell.seconds >= 3.0
