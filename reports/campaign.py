@@ -528,6 +528,8 @@ def run_mutation(opts: CampaignOptions, slice_s: float, progress: _Progress, poo
             results[offset + i], rows[offset + i] = r, d
             if r.seconds_to_kill is not None:
                 kill = f"{r.examples} examples, {r.seconds_to_kill:.1f}s ({r.dtype})"
+            elif r.examples is None:  # not run (unavailable here): the result's reason says why
+                kill = r.violation or "not run"
             else:
                 kill = (f"{r.examples} examples in {r.seconds:.1f}s ({per_dtype:.1f}s per dtype"
                         + (", stopped by the budget)" if limited else ")"))
@@ -551,6 +553,10 @@ def run_campaign(opts: CampaignOptions) -> CampaignResult:
     if not targets:
         raise CampaignError(f"no target can run on {opts.device}")
     dtypes = campaign_dtypes(targets, opts.dtypes)
+    if not any(cell_is_live(t, d, opts.device) for t in targets for d in dtypes):
+        raise CampaignError(f"none of the {len(targets)} target(s) runs {', '.join(dtypes)} on {opts.device}: "
+                            "nothing to search; pick --dtypes (and --targets) from what `python -m verify targets` "
+                            "lists")
     env = environment(opts)
     mode = opts.progress
     if mode == "auto":

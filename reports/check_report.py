@@ -20,6 +20,8 @@ def cell_line(cell) -> str:
         return f"  {cell.dtype:<9} {cell.status}: {cell.reason}"
     s = cell.summary
     cut = " (cut by budget)" if cell.cut_by_budget else ""
+    if cell.max_tolerance_seen == 0 and cell.max_error == 0:  # a hang or an exception: nothing measured
+        return f"  {cell.dtype:<9} {cell.status.upper():<8} {cell.examples} examples{cut}, no output measured, {cell.seconds:.1f}s"
     return (f"  {cell.dtype:<9} {cell.status.upper():<8} {cell.examples} examples{cut}, "
             f"max {cell.max_error:.3g} {cell.error_unit} (p99 {s.p99:.3g}, median {s.median:.3g}), "
             f"{ratio_text(cell.max_ratio)} of tolerance, flash rule {cell.flash_rule_max:.2f}x naive, "

@@ -110,3 +110,58 @@ def test_user_file_targets_and_their_failures(tmp_path: Path) -> None:
     assert shape.returncode == 1 and "expected shape" in shape.stdout
     notcallable = run("check", "--op", "softmax", "--target", "mykernels.py:CONSTANT", cwd=tmp_path)
     assert notcallable.returncode == 2 and "not a callable" in notcallable.stderr
+
+
+def _a_file(tmp_path: Path) -> str:
+    path = tmp_path / "afile.txt"
+    path.write_text("not a directory")
+    return str(path)
+
+
+# Mistakes found before any work: in process (no interpreter start), each a usage error.
+@pytest.mark.parametrize("args, needle", [
+    (["check", "--op", "softmax", "--target", "torch.softmax", "--report", "{file}"], "that is a file"),
+    (["check", "--op", "softmax", "--target", "torch.softmax", "--report", ""], "needs a directory name"),
+    (["check", "--op", "softmax", "--target", "torch.softmax", "--timeout", "nan"], "--timeout must be a positive"),
+    (["check", "--op", "softmax", "--target", "torch.softmax", "--timeout", "0"], "--timeout must be a positive"),
+    (["check", "--op", "softmax", "--target", "triton-softmax", "--dtype", "float64"], "does not declare float64"),
+    (["run", "--budget", "5", "--report", "{file}"], "that is a file"),
+    (["run", "--budget", "5", "--targets", "torch.softmax", "--dtypes", "e4m3", "--report", "{dir}"],
+     "nothing to search"),
+    (["fuzz", "--hours", "nan"], "--hours must be a positive number"),
+    (["fuzz", "--hours", "0.01", "--report", "{file}"], "that is a file"),
+    (["mutants", "--only", "no-such-mutant"], "no mutant or control of that name"),
+    (["mutants", "--device", "gpu"], "--device must be cpu or cuda"),
+    (["mutants", "--max-examples", "0"], "--max-examples must be at least 1"),
+    (["mutants", "--budget", "-5"], "--budget must be a positive"),
+    (["mutants", "--only", "softmax-no-max-shift", "--json", "{file}/out.json"], "is a file, not a directory"),
+    (["replay", "x.pt", "--device", "gpu"], "--device must be cpu or cuda"),
+])
+def test_mistakes_are_usage_errors_before_any_work(tmp_path: Path, capsys, args: list[str], needle: str) -> None:
+    from verify.cli import EXIT_USAGE, main
+
+    file = _a_file(tmp_path)
+    assert main([a.replace("{file}", file).replace("{dir}", str(tmp_path / "rep")) for a in args]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert needle in err and "Traceback" not in err
+    assert Path(file).read_text() == "not a directory"
+
+
+def test_a_hang_is_saved_as_found_and_replays_as_a_hang(tmp_path: Path) -> None:
+    # The hung call's thread cannot be stopped, so the search stops at once (no shrinking, which
+    # would call the target again) and keeps the input in flight; replay honours --timeout.
+    (tmp_path / "slow.py").write_text(textwrap.dedent("""
+        import time, torch
+        def hangs(x):
+            if x.shape[-1] > 3:
+                time.sleep(600)
+            return torch.softmax(x, -1)
+    """))
+    r = run("check", "--op", "softmax", "--target", "slow.py:hangs", "--dtype", "float32", "--timeout", "1",
+            "--max-examples", "20", "--seed", "1", cwd=tmp_path)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "VIOLATION hang: the target did not return within 1 s" in r.stdout and "flaky" not in r.stdout
+    saved = re.search(r"saved to (\S+\.pt)", r.stdout)
+    assert saved and "[as found: not shrunk" in r.stdout
+    rep = run("replay", saved.group(1), "--timeout", "1", cwd=tmp_path)
+    assert rep.returncode == 1 and "VIOLATION hang" in rep.stdout and "Traceback" not in rep.stderr

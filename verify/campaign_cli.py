@@ -67,11 +67,12 @@ def _rerun(args, seed: int) -> str:
 
 def cmd_run(args) -> int:
     from reports import campaign, report_html, report_json, report_md
-    from verify.cli import EXIT_OK, EXIT_VIOLATION, UsageError, parse_dtypes
+    from verify.cli import EXIT_OK, EXIT_VIOLATION, UsageError, output_directory, parse_dtypes
 
     if not (math.isfinite(args.budget) and args.budget > 0):
         raise UsageError(f"--budget must be a positive number of seconds, got {args.budget:g}")
     dtypes = parse_dtypes(args.dtypes)
+    output_directory(args.report, "--report")
     try:
         args.device = campaign.resolve_device(args.device)
         campaign.resolve_jobs(args.jobs, args.device, args.isolation)  # bad --jobs: exit 2 before any work

@@ -1,4 +1,4 @@
-"""Command line: ``python -m verify {check,targets,replay,mutants}``.
+"""Command line: python -m verify {check,run,fuzz,targets,replay,mutants}.
 
 Exit codes: 0 no violation; 1 a violation (the shrunk counterexample is printed
 and saved, with the one command that replays it); 2 a problem before any
@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from pathlib import Path
+
+from verify.output_paths import OutputPathError, directory_for_writing, file_for_writing
 
 EXIT_OK, EXIT_VIOLATION, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -24,8 +27,9 @@ class UsageError(Exception):
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # argparse's default exits 2 too; keep the message short
         self.print_usage(sys.stderr)
-        print(f"error: {message}. Run `python -m verify {self.prog.split()[-1]} --help` for the options.",
-              file=sys.stderr)
+        command = self.prog.split()[-1]
+        where = "python -m verify" if command == "verify" else f"python -m verify {command}"
+        print(f"error: {message}. Run `{where} --help` for the options.", file=sys.stderr)
         sys.exit(EXIT_USAGE)
 
 
@@ -36,8 +40,31 @@ def parse_dtypes(names: list[str] | None) -> tuple[str, ...] | None:
     if not names:
         return None
     try:
-        return tuple(get_format(d).name for d in names)
+        return tuple(dict.fromkeys(get_format(d).name for d in names))  # bf16 and bfloat16 are one cell
     except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
+def positive_seconds(value: float, flag: str) -> float:
+    """``value`` if it is a finite number of seconds above 0, else a UsageError naming ``flag``."""
+    if not (math.isfinite(value) and value > 0):
+        raise UsageError(f"{flag} must be a positive number of seconds, got {value:g}")
+    return value
+
+
+def output_directory(value: str, flag: str) -> Path:
+    """A report directory, made and checked writable before any work (a UsageError if not)."""
+    try:
+        return directory_for_writing(value, flag)
+    except OutputPathError as e:
+        raise UsageError(str(e)) from None
+
+
+def output_file(value: str, flag: str) -> Path:
+    """A report file whose directory is made and checked writable before any work."""
+    try:
+        return file_for_writing(value, flag)
+    except OutputPathError as e:
         raise UsageError(str(e)) from None
 
 
@@ -69,6 +96,9 @@ def _resolve_check(args):
 
     if args.max_examples < 1:
         raise UsageError(f"--max-examples must be at least 1, got {args.max_examples}")
+    positive_seconds(args.timeout, "--timeout")
+    if args.report is not None:
+        output_directory(args.report, "--report")
     device = args.device
     if device.split(":")[0] not in ("cpu", "cuda"):
         raise UsageError(f"--device must be cpu or cuda, got {device!r}")
@@ -82,6 +112,10 @@ def _resolve_check(args):
     why = target.unavailable_reason(device)
     if why:
         raise UsageError(f"target {target.name} cannot run here: {why}")
+    missing = [d for d in dtypes or () if not target.caps.supports_dtype(d)]
+    if missing:  # checking nothing must not pass
+        raise UsageError(f"target {target.name} does not declare {', '.join(missing)}: it declares "
+                         f"{', '.join(target.caps.dtypes)}; pick --dtype from those, or leave it out for all of them")
     profile = PROFILES[args.profile or ("gpu" if device.startswith("cuda") else "cpu")]
     opts = CheckOptions(dtypes=dtypes, device=device, max_examples=args.max_examples, seed=args.seed,
                         masked_rows=args.masked_rows, timeout=args.timeout, profile=profile)
@@ -101,24 +135,29 @@ def cmd_check(args) -> int:
     except TargetHang as e:
         print(f"VIOLATION hang: {e}", flush=True)
         os._exit(EXIT_VIOLATION)  # the hung thread cannot be joined
-    failed = False
+    failed = hung = False
     for cell in cells:
         print(cell_line(cell))
         if cell.status == "violated":
             failed = True
             v = cell.violation
+            hung = hung or v.kind == "hang"
             print(f"  VIOLATION {v.kind}: {v.message}")
             if v.error is not None:
                 print(f"  worst element {v.index}: got {v.got!r}, exact {v.expected!r}, "
                       f"error {v.error:.4g} {v.unit} vs tolerance {v.tolerance:.4g}")
             if cell.counterexample:
-                print(f"  shrunk counterexample: {cell.counterexample}")
+                shrunk = "counterexample" if "[as found" in cell.counterexample else "shrunk counterexample"
+                print(f"  {shrunk}: {cell.counterexample}")
             if cell.artifact:
                 print(f"  saved to {cell.artifact}")
                 print(f"  replay: {artifacts.replay_command(cell.artifact)}")
     if args.report:
         path = write_check_report(cells, Path(args.report), vars(args))
         print(f"report: {path}")
+    if hung:  # a hung call's thread cannot be joined: leave without waiting for it
+        sys.stdout.flush()
+        os._exit(EXIT_VIOLATION)
     return EXIT_VIOLATION if failed else EXIT_OK
 
 
@@ -154,9 +193,13 @@ def cmd_targets(args) -> int:
 
 def cmd_replay(args) -> int:
     from verify import artifacts
-    from verify.engine import DeviceContextLost, check_attention_input, check_softmax_input
+    from verify.engine import DeviceContextLost, TargetHang, check_attention_input, check_softmax_input
     from verify.loader import TargetLoadError, load_target
 
+    if args.device is not None and args.device.split(":")[0] not in ("cpu", "cuda"):
+        raise UsageError(f"--device must be cpu or cuda, got {args.device!r}")
+    if args.timeout is not None:
+        positive_seconds(args.timeout, "--timeout")
     try:
         art = artifacts.load(args.file)
     except artifacts.ArtifactError as e:
@@ -170,21 +213,31 @@ def cmd_replay(args) -> int:
         import torch
 
         if not torch.cuda.is_available():
+            if args.device:
+                raise UsageError(f"--device {args.device} was asked for, but torch sees no CUDA device here; "
+                                 "use --device cpu")
             raise UsageError(f"the artifact was recorded on {art.device}; no CUDA here. Add --device cpu to try it on CPU.")
     masked = art.options.get("masked_rows", "either")
+    timeout = args.timeout or art.options.get("timeout") or 120.0
     try:
         inp, how = artifacts.replay_inputs(art, device)
     except artifacts.ArtifactError as e:
         raise UsageError(str(e)) from None
+    except KeyError as e:
+        raise UsageError(f"{args.file}: the artifact has no input {e}; it is damaged or not a flashverify "
+                         "counterexample") from None
     print(f"replaying {art.kind} of {art.target} ({art.op}, {art.dtype}) on {device}: {art.description}")
     print(f"inputs: {how}")
     try:
         if art.op == "softmax":
-            out = check_softmax_input(target, inp["x"], masked_rows=masked, tile=inp.get("tile", 1))
+            out = check_softmax_input(target, inp["x"], masked_rows=masked, tile=inp.get("tile", 1), timeout=timeout)
         else:
             out = check_attention_input(target, inp["q"], inp["k"], inp["v"], scale=inp["scale"],
                                         causal=inp["causal"], mask=inp["mask"], masked_rows=masked,
-                                        tile=inp.get("tile", 1))
+                                        tile=inp.get("tile", 1), timeout=timeout)
+    except TargetHang as hang:
+        print(f"VIOLATION hang: {hang}", flush=True)
+        os._exit(EXIT_VIOLATION)  # the hung thread cannot be joined
     except DeviceContextLost as lost:
         print(f"VIOLATION {lost.violation.one_line()}")
         return EXIT_VIOLATION
@@ -205,8 +258,23 @@ def cmd_mutants(args) -> int:
 
     import torch
 
+    if args.device.split(":")[0] not in ("cpu", "cuda"):
+        raise UsageError(f"--device must be cpu or cuda, got {args.device!r}")
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         raise UsageError("--device cuda was asked for, but torch sees no CUDA device here; use --device cpu")
+    if args.max_examples < 1:
+        raise UsageError(f"--max-examples must be at least 1, got {args.max_examples}")
+    if args.budget is not None:
+        positive_seconds(args.budget, "--budget")
+    if args.only:
+        mutants, controls = mutation.all_mutants()
+        known = {m.name for m in mutants + controls}
+        unknown = [n for n in args.only if n not in known]
+        if unknown:
+            raise UsageError(f"--only {unknown[0]}: no mutant or control of that name; `python -m verify targets` "
+                             "lists them (the names starting with a bug class, and control-*)")
+    if args.json:
+        output_file(args.json, "--json")
     per = max(5.0, args.budget / 25) if args.budget else None
     opts = CheckOptions(device=args.device, max_examples=args.max_examples, seed=args.seed, budget_s=per,
                         profile=PROFILES["gpu" if args.device.startswith("cuda") else "cpu"],
@@ -221,6 +289,9 @@ def cmd_mutants(args) -> int:
     skipped = [] if lost_at is None else [r.name for r in results[lost_at + 1:]]  # run_all ran none of these
     if skipped:
         print(f"NOT RUN after a lost CUDA context: {', '.join(skipped)}; run them with --only NAME")
+    if results and all(r.status == "unavailable" for r in results):  # nothing was checked: not a pass
+        print(f"error: no mutant or control could run on {args.device}", file=sys.stderr)
+        return EXIT_USAGE
     return EXIT_VIOLATION if summ["survivors"] or summ["controls_failed"] or skipped else EXIT_OK
 
 
@@ -235,16 +306,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_fuzz_parser(sub)
     p = sub.add_parser("targets", help="list registered targets and what each supports")
-    p.add_argument("--op", choices=("softmax", "attention"))
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--op", choices=("softmax", "attention"), help="only the targets of this op")
+    p.add_argument("--json", action="store_true", help="one JSON list instead of text")
     p = sub.add_parser("replay", help="re-run a saved counterexample bit for bit; exit 1 if it still violates")
-    p.add_argument("file")
-    p.add_argument("--device", default=None, help="override the recorded device")
+    p.add_argument("file", help="a saved counterexample (.pt, or its .json description)")
+    p.add_argument("--device", default=None, help="cpu or cuda: override the recorded device")
+    p.add_argument("--timeout", type=float, default=None,
+                   help="seconds the target's call may take (default: as recorded, else 120)")
     p = sub.add_parser("mutants", help="run the suite against every known-broken kernel; exit 1 if one survives")
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
     p.add_argument("--budget", type=float, default=None, help="total seconds (split between mutants)")
     p.add_argument("--max-examples", type=int, default=300, help="examples per dtype before a mutant survives")
-    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--seed", type=int, default=None, help="seed of the draws (default: a fresh one)")
     p.add_argument("--only", action="append", metavar="NAME", help="run only this mutant (repeatable)")
     p.add_argument("--no-shrink", action="store_true", help="report first failures unshrunk (faster)")
     p.add_argument("--json", metavar="FILE", help="write the kill table as JSON")

@@ -51,6 +51,7 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
+import math
 import os
 import pickle
 import signal
@@ -60,6 +61,8 @@ import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
+
+from verify.output_paths import OutputPathError, directory_for_writing
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CORPUS = ROOT / "tests" / "corpus"
@@ -461,8 +464,12 @@ def run_fuzz(*, hours: float, device: str = "auto", targets: list[str] | None = 
     """
     import multiprocessing as mp
 
-    if hours <= 0:
-        raise FuzzUsageError(f"--hours must be positive, got {hours}")
+    if not (math.isfinite(hours) and hours > 0):
+        raise FuzzUsageError(f"--hours must be a positive number, got {hours}")
+    try:
+        directory_for_writing(report, "--report")
+    except OutputPathError as e:
+        raise FuzzUsageError(str(e)) from None
     if workers is not None and workers < 1:
         raise FuzzUsageError(f"--workers must be at least 1, got {workers}")
     if device == "auto":

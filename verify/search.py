@@ -296,6 +296,15 @@ class _WideSkipped(BaseException):
     (engine.WideCaseUnaffordable); a BaseException for the reason _BudgetSpent is."""
 
 
+class _HangFound(BaseException):
+    """The target hung on ``case``.  A BaseException, so Hypothesis stops at once: shrinking or
+    replaying would call it again, and each hung call leaves a thread that cannot be stopped."""
+
+    def __init__(self, hang: Exception, case) -> None:
+        super().__init__(str(hang))
+        self.case = case
+
+
 class _ViolationFound(Exception):
     def __init__(self, violation: Violation, case, outcome: engine.CaseOutcome):
         super().__init__(violation.one_line())
@@ -681,6 +690,10 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
             state["first_failure_s"] = time.perf_counter() - start
             cell.examples_to_first_failure = cell.examples + 1
             raise
+        except engine.TargetHang as hang:
+            state["first_failure_s"] = time.perf_counter() - start
+            cell.examples_to_first_failure = cell.examples + 1
+            raise _HangFound(hang, case) from None
         for f in case.features:
             event(f)
         if not state["found"]:
@@ -864,7 +877,12 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
         cell.violation = lost.violation
         cell.counterexample = lost.case.describe() + "  [as found: not shrunk, the CUDA context was lost]"
         cell.artifact = _save(lost.case, cell, opts, lost.violation, "violation")
-    except engine.TargetHang as hang:
+    except _HangFound as hang:
+        cell.status = "violated"
+        cell.violation = Violation("hang", str(hang))
+        cell.counterexample = hang.case.describe() + "  [as found: not shrunk, the hung call cannot be stopped]"
+        cell.artifact = _save(hang.case, cell, opts, cell.violation, "violation")
+    except engine.TargetHang as hang:  # outside an example (a pilot's call): no input to keep
         cell.status = "violated"
         cell.violation = Violation("hang", str(hang))
     except hypothesis.errors.FlakyFailure as e:  # the target answered differently on the same input
@@ -874,6 +892,11 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
         if inner:
             cell.counterexample = inner[0].case.describe() + "  [nondeterministic: did not reproduce every time]"
             cell.artifact = _save(inner[0].case, cell, opts, inner[0].violation, "violation")
+    v = cell.violation
+    if v is not None and v.error is not None and v.tolerance and v.unit == cell.error_unit:
+        # the reported (shrunk) violation belongs in the cell's maxima, whatever was recorded
+        cell.max_error = max(cell.max_error, v.error)
+        cell.max_ratio = max(cell.max_ratio, v.error / v.tolerance)
     if state["worst_case"] is not None:
         cell.worst_case = state["worst_case"].describe()
         cell.worst_artifact = _save(state["worst_case"], cell, opts, None, "worst-case")
