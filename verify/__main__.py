@@ -1,22 +1,23 @@
-"""``python -m verify``: see ``verify.cli``."""
+"""``python -m verify`` and the ``flashverify`` console script: see ``verify.cli``."""
 
-import os
+from __future__ import annotations
+
 import sys
 
-# Our Triton kernels run on a CPU-only machine under the interpreter, which must be
-# chosen before triton is first imported.
-if "TRITON_INTERPRET" not in os.environ:
-    import torch
+from verify import _environment
 
-    if not torch.cuda.is_available():
-        os.environ["TRITON_INTERPRET"] = "1"
 
-import warnings  # noqa: E402
+def run(argv: list[str] | None = None) -> int:
+    """The command line after the process setup triton needs (``verify._environment.prepare``).
 
-# The Triton interpreter evaluates kernels with numpy, which warns on every overflow
-# that the kernel (correctly) turns into inf or 0; those warnings are noise here.
-warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"triton\..*")
+    Returns ``verify.cli.main(argv)``'s exit code (``argv`` None: the process arguments).
+    The ``flashverify`` console script points here, so it gets the same setup as
+    ``python -m verify``."""
+    _environment.prepare()
+    from verify.cli import main  # imported after prepare(): the CLI's imports may reach triton
 
-from verify.cli import main  # noqa: E402
+    return main(argv)
 
-sys.exit(main())
+
+if __name__ == "__main__":
+    sys.exit(run())

@@ -53,6 +53,16 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)[:60]
 
 
+def short_target_name(target: str) -> str:
+    """``target`` for file names and headlines: a file target (``/abs/dir/file.py:func``, as the
+    loader records it so that replay works from any directory) shortened to ``file.py:func``;
+    any other name unchanged."""
+    where, sep, attr = target.rpartition(":")
+    if sep and where.endswith(".py"):
+        return f"{Path(where).name}:{attr}"
+    return target
+
+
 def save(artifact: Artifact, directory: str | Path = DEFAULT_DIR) -> Path:
     """Write the artifact; the file name is derived from its content, so saving twice is harmless."""
     directory = Path(directory)
@@ -62,7 +72,8 @@ def save(artifact: Artifact, directory: str | Path = DEFAULT_DIR) -> Path:
         json.dumps([payload["spec"], payload["target"], payload["dtype"], payload["description"]],
                    sort_keys=True, default=str).encode()
     ).hexdigest()[:10]
-    path = directory / f"{_slug(artifact.target)}-{artifact.op}-{artifact.dtype}-{artifact.kind}-{digest}.pt"
+    stem = f"{_slug(short_target_name(artifact.target))}-{artifact.op}-{artifact.dtype}-{artifact.kind}-{digest}"
+    path = directory / f"{stem}.pt"
     torch.save(payload, path)
     (path.with_suffix(".json")).write_text(json.dumps(
         {k: v for k, v in payload.items() if k != "inputs"}, indent=2, default=str))
