@@ -66,7 +66,8 @@ from strategies.lengths import (
 from strategies.masks import MASK_KINDS, MaskSpec, keep_features, mask_specs
 from strategies.rounding import to_format
 from strategies.specials import SpecialSpec, special_kinds, special_specs
-from strategies.values import ValueRecipe, position_distinct, sample_groups, value_recipes, well_mixed
+from strategies.values import (ValueRecipe, full_drift, position_distinct, sample_groups, value_recipes,
+                               well_mixed)
 from verify.capabilities import Capabilities
 from verify.dtypes import FloatFormat, get_format
 
@@ -765,6 +766,13 @@ def _softmax_cases(draw: st.DrawFn, c: _SoftmaxConfig) -> SoftmaxCase:
         specials = ()  # a NaN row is NaN whatever was read; masks stay (at least half the rows live)
     if mixed and explicit is None:
         specials, mask = (), MaskSpec()  # a masked or special entry takes the row out of the bias check
+    if c.probe == "long-row" and explicit is None:
+        # The probe round's long row at full strength: its first recipe a drift that rises past
+        # exp's range, so that the running maximum must move on at every block boundary, with
+        # no mask or special value to hide a wrong one (values.full_drift).  Drawn as usual,
+        # then replaced, so the case costs the same choices.
+        recipes = (full_drift(fmt),) + recipes[1:]
+        specials, mask = (), MaskSpec()
     layouts = ("contiguous",)
     if c.noncontiguous:
         # The leading-dim layouts are plain contiguous memory for a 2-D input.

@@ -491,6 +491,20 @@ POSITION_SPREAD = (1.0, 4.0)
 MIXED_SPREAD = (0.2, 1.35)
 
 
+#: The rise of a full-strength drift: past the exponential's range in every format (the
+#: natural log of float64's largest finite value is 709.8).
+FULL_DRIFT_RISE = 1e4
+
+
+def full_drift(fmt: FloatFormat) -> ValueRecipe:
+    """A drift that rises by ``FULL_DRIFT_RISE`` over the row (half the format's largest value
+    where that is less): the row maximum moves on at every block, by more over the row than
+    ``exp`` can span, so a maximum taken over a prefix or one block, a running maximum not
+    carried to the next block, or a rescale skipped at a block boundary overflows, or drops the
+    mass of the row, wherever the row's blocks end."""
+    return ValueRecipe("drift", scale=1.0, offset=0.0, gap=min(FULL_DRIFT_RISE, fmt.max_finite / 2))
+
+
 def well_mixed(recipe: ValueRecipe, fmt: FloatFormat) -> ValueRecipe:
     """``recipe`` made into a well-mixed row: uniform entries with the drawn half-width clipped
     to ``MIXED_SPREAD``, around the drawn offset clipped so that a 2**-10 share of the half-width
