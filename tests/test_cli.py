@@ -27,6 +27,10 @@ def test_targets_lists_builtins_with_capabilities() -> None:
     rows = {t["name"]: t for t in json.loads(r.stdout)}
     assert {"torch.softmax", "sdpa-math", "ref-online-softmax", "ref-blocked-attention"} <= set(rows)
     assert "cpu" in rows["torch.softmax"]["available_here"]
+    import torch
+
+    # "here" is this machine: no target is available on CUDA where torch sees no CUDA device
+    assert any("cuda" in t["available_here"] for t in rows.values()) == torch.cuda.is_available()
 
 
 def test_check_passes_a_correct_target_and_writes_report(tmp_path: Path) -> None:

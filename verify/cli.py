@@ -164,10 +164,14 @@ def cmd_check(args) -> int:
 def cmd_targets(args) -> int:
     from kernels.registry import all_targets
 
+    import torch
+
     rows = []
+    cuda_here = torch.cuda.is_available()
     for t in sorted(all_targets(args.op), key=lambda t: (t.op, t.name)):
         c = t.caps
-        avail = {d: (t.unavailable_reason(d) is None) for d in ("cpu", "cuda")}
+        # "here": this machine, so a CUDA target needs a CUDA device too
+        avail = {d: (t.unavailable_reason(d) is None and (d == "cpu" or cuda_here)) for d in ("cpu", "cuda")}
         rows.append({
             "name": t.name, "op": t.op, "kind": t.kind, "dtypes": list(c.dtypes), "devices": list(c.devices),
             "available_here": [d for d, ok in avail.items() if ok],
