@@ -149,6 +149,7 @@ def test_mistakes_are_usage_errors_before_any_work(tmp_path: Path, capsys, args:
     err = capsys.readouterr().err
     assert needle in err and "Traceback" not in err
     assert Path(file).read_text() == "not a directory"
+    assert not (tmp_path / "rep").exists()  # refused before anything ran: nothing made
 
 
 def test_a_hang_is_saved_as_found_and_replays_as_a_hang(tmp_path: Path) -> None:

@@ -288,7 +288,9 @@ def cmd_mutants(args) -> int:
     summ = mutation.summary(results)
     print(json.dumps(summ))
     if args.json:
-        Path(args.json).write_text(json.dumps({"summary": summ, "results": [r.to_dict() for r in results]}, indent=2))
+        out = Path(args.json)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps({"summary": summ, "results": [r.to_dict() for r in results]}, indent=2))
     lost_at = next((i for i, r in enumerate(results) if r.context_lost), None)
     skipped = [] if lost_at is None else [r.name for r in results[lost_at + 1:]]  # run_all ran none of these
     if skipped:

@@ -2,7 +2,8 @@
 
 A search can run for minutes or hours; a report directory that turns out to be a file, or
 a folder the user cannot write to, must stop the command at the start with a message (exit 2),
-not lose the results at the end in a traceback.
+not lose the results at the end in a traceback.  The checks make nothing: a refused command
+leaves no trace, and the command makes its directories when it writes.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ class OutputPathError(ValueError):
 
 
 def _probe_writable(directory: Path, flag: str, value: str) -> None:
+    """Raise unless a file can be made in ``directory`` (made and removed again: no trace)."""
     try:
         fd, name = tempfile.mkstemp(prefix=".flashverify-write-test-", dir=directory)
     except OSError as e:
@@ -26,30 +28,42 @@ def _probe_writable(directory: Path, flag: str, value: str) -> None:
     os.unlink(name)
 
 
+def _check_makeable(path: Path, flag: str, value: str) -> None:
+    """Raise unless ``path`` is a directory that can be written in, or can be made as one:
+    nothing is made here (a refused command leaves no trace), the write comes later."""
+    if path.exists():
+        if not path.is_dir():
+            what = "that" if str(path) == value else str(path)
+            raise OutputPathError(f"{flag} {value}: {what} is a file, not a directory; give a directory "
+                                  "(it is made if missing)")
+        _probe_writable(path, flag, value)
+        return
+    ancestor = path.parent
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise OutputPathError(f"{flag} {value}: {ancestor} is a file, not a directory")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise OutputPathError(f"{flag} {value}: cannot make it inside {ancestor} (no write permission); "
+                              "give a directory you can write to")
+
+
 def directory_for_writing(value: str, flag: str) -> Path:
-    """``value`` as a directory the command may write into, made if missing (parents too).
+    """``value`` as a directory the command may write into later (made then, parents too).
 
     Raises:
-        OutputPathError: ``value`` is empty, names an existing file, or the directory cannot
-            be made or written to.
+        OutputPathError: ``value`` is empty or names an existing file, or the directory (or the
+            place it would be made) cannot be written to.
     """
     if not value:
         raise OutputPathError(f"{flag} needs a directory name, got an empty string")
     path = Path(value)
-    if path.exists() and not path.is_dir():
-        raise OutputPathError(f"{flag} {value}: that is a file, not a directory; give a directory "
-                              "(it is made if missing)")
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise OutputPathError(f"{flag} {value}: cannot make that directory ({e.strerror or e}); "
-                              "give a directory you can write to") from None
-    _probe_writable(path, flag, value)
+    _check_makeable(path, flag, value)
     return path
 
 
 def file_for_writing(value: str, flag: str) -> Path:
-    """``value`` as a file the command may (over)write; its directory is made if missing.
+    """``value`` as a file the command may (over)write later; its directory is made then.
 
     Raises:
         OutputPathError: ``value`` is empty or a directory, or its directory cannot be made or
@@ -60,13 +74,5 @@ def file_for_writing(value: str, flag: str) -> Path:
     path = Path(value)
     if path.is_dir():
         raise OutputPathError(f"{flag} {value}: that is a directory; give a file name")
-    parent = path.parent
-    if parent.exists() and not parent.is_dir():
-        raise OutputPathError(f"{flag} {value}: {parent} is a file, not a directory")
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise OutputPathError(f"{flag} {value}: cannot make {parent} ({e.strerror or e}); "
-                              "give a path you can write to") from None
-    _probe_writable(parent, flag, value)
+    _check_makeable(path.parent, flag, value)
     return path
