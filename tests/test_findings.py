@@ -66,18 +66,20 @@ def test_triton_interpreter_truncates_float32_to_bfloat16() -> None:
     assert float(y) == 0.89453125  # the interpreter truncated
 
 
-def test_torch_default_cpu_sdpa_causal_negative_scale_gives_nan() -> None:
-    """torch's default CPU SDPA returns NaN for row 0 with is_causal and scale < 0.
+@pytest.mark.parametrize("scale", [-1.0, 0.0])
+def test_torch_default_cpu_sdpa_causal_negative_or_zero_scale_gives_nan(scale: float) -> None:
+    """torch's default CPU SDPA returns NaN for row 0 with is_causal and scale <= 0.
 
     Shrunk by the suite to Nq = Nk = 2, D = 1 while checking a user callable that
-    wrapped the default SDPA.  The math backend is right; if the default one is
-    fixed, this test fails and the README's findings list should drop the entry.
+    wrapped the default SDPA (scale 0: a new-user review's callable, 2026-12-04, also in
+    float16 and float64).  The math backend is right; if the default one is fixed, this
+    test fails and the README's findings list should drop the entry.
     """
     q = torch.tensor([[[[0.3], [0.5]]]])
     k = torch.tensor([[[[1.0], [2.0]]]])
     v = torch.tensor([[[[1.5], [2.5]]]])
-    got = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, scale=-1.0)
-    want = reference.sdpa_math(q, k, v, scale=-1.0, causal=True)
+    got = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
+    want = reference.sdpa_math(q, k, v, scale=scale, causal=True)
     assert float(want[0, 0, 0, 0]) == 1.5
     assert math.isnan(float(got[0, 0, 0, 0]))
 
