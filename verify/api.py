@@ -92,12 +92,16 @@ def _raise_if_violated(cells: list[search.CellResult], not_importable: str | Non
     raise AssertionError("\n".join(lines))
 
 
-def _why_not_replayable(fn: Callable, name: str | None) -> str | None:
-    """None when a replay command can load the target (a given ``name`` is trusted), else why not."""
-    if name is not None:
-        return None
-    spec, why = importable_spec(fn)
-    return None if spec else why
+def _search(fn: Callable, op: str, caps: Capabilities | None, name: str | None,
+            opts: search.CheckOptions) -> list[search.CellResult]:
+    """Search ``fn`` as a target of ``op``, named ``name`` (trusted) or by its importable spec;
+    raise if a cell violated, with a replay command only where replay can load ``fn``."""
+    why = None
+    if name is None:
+        name, why = importable_spec(fn)
+    cells = search.check_target(_as_target(fn, op, caps, name or getattr(fn, "__qualname__", repr(fn))), opts)
+    _raise_if_violated(cells, why or None)  # "" or None: replay can load it
+    return cells
 
 
 def _options(dtypes, device, max_examples, seed, masked_rows, artifact_dir) -> search.CheckOptions:
@@ -120,10 +124,7 @@ def check_softmax(
     (``module:qualname``, or ``/abs/file.py:qualname`` for a test module or ``__main__``), so
     the replay command in the AssertionError loads ``fn`` again; for a lambda or a nested
     function it says why there is no such command."""
-    cells = search.check_target(_as_target(fn, "softmax", caps, name),
-                                _options(dtypes, device, max_examples, seed, masked_rows, artifact_dir))
-    _raise_if_violated(cells, _why_not_replayable(fn, name))
-    return cells
+    return _search(fn, "softmax", caps, name, _options(dtypes, device, max_examples, seed, masked_rows, artifact_dir))
 
 
 def check_attention(
@@ -135,10 +136,8 @@ def check_attention(
     """Search for inputs on which ``fn(q, k, v, *, scale, causal, mask)`` is wrong; raise if found.
 
     The target is recorded for replay as in ``check_softmax``."""
-    cells = search.check_target(_as_target(fn, "attention", caps, name),
-                                _options(dtypes, device, max_examples, seed, masked_rows, artifact_dir))
-    _raise_if_violated(cells, _why_not_replayable(fn, name))
-    return cells
+    return _search(fn, "attention", caps, name,
+                   _options(dtypes, device, max_examples, seed, masked_rows, artifact_dir))
 
 
 def _raise_evaluation(out: engine.CaseOutcome, what: str) -> engine.CaseOutcome:

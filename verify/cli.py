@@ -52,8 +52,20 @@ def positive_seconds(value: float, flag: str) -> float:
     return value
 
 
+def device_arg(device: str) -> str:
+    """``--device`` as given (cpu, cuda or cuda:K) if this machine can run it, else a UsageError."""
+    if device.split(":")[0] not in ("cpu", "cuda"):
+        raise UsageError(f"--device must be cpu or cuda, got {device!r}")
+    if device.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise UsageError(f"--device {device} was asked for, but torch sees no CUDA device here; use --device cpu")
+    return device
+
+
 def output_directory(value: str, flag: str) -> Path:
-    """A report directory, made and checked writable before any work (a UsageError if not)."""
+    """A report directory, checked (not made) before any work: a UsageError if it cannot be written."""
     try:
         return directory_for_writing(value, flag)
     except OutputPathError as e:
@@ -61,7 +73,7 @@ def output_directory(value: str, flag: str) -> Path:
 
 
 def output_file(value: str, flag: str) -> Path:
-    """A report file whose directory is made and checked writable before any work."""
+    """A report file, checked (not made) before any work: a UsageError if it cannot be written."""
     try:
         return file_for_writing(value, flag)
     except OutputPathError as e:
@@ -88,9 +100,6 @@ def _add_check(sub) -> None:
 
 
 def _resolve_check(args):
-    import torch
-
-    from verify.dtypes import get_format
     from verify.loader import TargetLoadError, load_target
     from verify.search import PROFILES, CheckOptions
 
@@ -99,11 +108,7 @@ def _resolve_check(args):
     positive_seconds(args.timeout, "--timeout")
     if args.report is not None:
         output_directory(args.report, "--report")
-    device = args.device
-    if device.split(":")[0] not in ("cpu", "cuda"):
-        raise UsageError(f"--device must be cpu or cuda, got {device!r}")
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise UsageError("--device cuda was asked for, but torch sees no CUDA device here; use --device cpu")
+    device = device_arg(args.device)
     try:
         target = load_target(args.target, args.op)
     except TargetLoadError as e:
@@ -147,8 +152,8 @@ def cmd_check(args) -> int:
                 print(f"  worst element {v.index}: got {v.got!r}, exact {v.expected!r}, "
                       f"error {v.error:.4g} {v.unit} vs tolerance {v.tolerance:.4g}")
             if cell.counterexample:
-                shrunk = "counterexample" if "[as found" in cell.counterexample else "shrunk counterexample"
-                print(f"  {shrunk}: {cell.counterexample}")
+                as_found = v.kind == "hang" or cell.context_lost  # saved as found, not shrunk
+                print(f"  {'counterexample' if as_found else 'shrunk counterexample'}: {cell.counterexample}")
             if cell.artifact:
                 print(f"  saved to {cell.artifact}")
                 print(f"  replay: {artifacts.replay_command(cell.artifact)}")
@@ -200,8 +205,8 @@ def cmd_replay(args) -> int:
     from verify.engine import DeviceContextLost, TargetHang, check_attention_input, check_softmax_input
     from verify.loader import TargetLoadError, load_target
 
-    if args.device is not None and args.device.split(":")[0] not in ("cpu", "cuda"):
-        raise UsageError(f"--device must be cpu or cuda, got {args.device!r}")
+    if args.device is not None:
+        device_arg(args.device)
     if args.timeout is not None:
         positive_seconds(args.timeout, "--timeout")
     try:
@@ -216,10 +221,7 @@ def cmd_replay(args) -> int:
     if device.startswith("cuda"):
         import torch
 
-        if not torch.cuda.is_available():
-            if args.device:
-                raise UsageError(f"--device {args.device} was asked for, but torch sees no CUDA device here; "
-                                 "use --device cpu")
+        if not torch.cuda.is_available():  # recorded there (an asked-for cuda was refused above)
             raise UsageError(f"the artifact was recorded on {art.device}; no CUDA here. Add --device cpu to try it on CPU.")
     masked = art.options.get("masked_rows", "either")
     timeout = args.timeout or art.options.get("timeout") or 120.0
@@ -260,12 +262,7 @@ def cmd_mutants(args) -> int:
     from verify import mutation
     from verify.search import PROFILES, CheckOptions
 
-    import torch
-
-    if args.device.split(":")[0] not in ("cpu", "cuda"):
-        raise UsageError(f"--device must be cpu or cuda, got {args.device!r}")
-    if args.device.startswith("cuda") and not torch.cuda.is_available():
-        raise UsageError("--device cuda was asked for, but torch sees no CUDA device here; use --device cpu")
+    device_arg(args.device)
     if args.max_examples < 1:
         raise UsageError(f"--max-examples must be at least 1, got {args.max_examples}")
     if args.budget is not None:
