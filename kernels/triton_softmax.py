@@ -207,9 +207,10 @@ class PipelinedLaunch(NamedTuple):
 #: thread, ~55 registers, one program a SM) the row is in registers while the next two rows load
 #: into shared memory (num_stages = 3: two 64 KiB buffers; with num_stages = 2 the one buffer
 #: must drain before the next load starts, and it lost).  Measured on the H200 (2026-12-04
-#: 21:39 UTC, ``bench/exp_pipelined_rows.py`` of c777593, since replaced by ``bench/softmax.py --sweep --variants pipe``, rows of 2**26 elements, graph-timed, one round),
-#: % of copy: bf16 89.1% / fp16 87.3% at N = 32768 against 82.7% / 82.5% for the online launch
-#: (ONLINE_16BIT's first entry then); at N = 16384 the single pass stays ahead (93.3% against
+#: 21:39 UTC, ``bench/exp_pipelined_rows.py`` of c777593, since replaced by ``bench/softmax.py
+#: --sweep --variants pipe``; rows of 2**26 elements, graph-timed, one round), % of copy: bf16
+#: 89.1% / fp16 87.3% at N = 32768 against 82.7% / 82.5% for the online launch (ONLINE_16BIT's
+#: first entry); at N = 16384 the single pass stays ahead (93.3% against
 #: 87.2-90.0%).  float32 rows of 32768 need 256 KiB for two buffers, past the 227 KiB a SM has.
 PIPELINED_16BIT = (PipelinedLaunch(32768, 32, 3, 1),)
 PIPELINED_MIN_ROWS_PER_SM = 2
