@@ -124,6 +124,7 @@ SOFTMAX_VALUE_KINDS = (
     "outliers",
     "subnormal-output",
     "drift",
+    "plateau",
 )
 #: Q, K and V recipes (``seq-drift``: a trend along the sequence; ``slab-levels``: each (batch,
 #: head) at its own magnitude; see ``strategies.values``).

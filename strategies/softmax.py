@@ -66,7 +66,7 @@ from strategies.lengths import (
 from strategies.masks import MASK_KINDS, MaskSpec, keep_features, mask_specs
 from strategies.rounding import to_format
 from strategies.specials import SpecialSpec, special_kinds, special_specs
-from strategies.values import (ValueRecipe, full_drift, position_distinct, sample_groups, value_recipes,
+from strategies.values import (ValueRecipe, full_drift, position_distinct, sample_groups, stale_plateau, value_recipes,
                                well_mixed)
 from verify.capabilities import Capabilities
 from verify.dtypes import FloatFormat, get_format
@@ -129,7 +129,8 @@ ROW_COST = 32
 GRID_ROWS_MAX_LENGTH = 16
 #: The rare probes of ``softmax_cases``, by name: ``probe=`` draws only that one (and
 #: ``softmax_probes`` says which the arguments allow).
-SOFTMAX_PROBES = ("four-d", "many-rows", "long-row", "index-width", "grid-rows", "wide-offsets")  # cheapest first
+SOFTMAX_PROBES = ("four-d", "many-rows", "long-row", "plateau-row", "index-width", "grid-rows",
+                  "wide-offsets")  # cheapest first
 #: The wide-offsets probe (``probe="wide-offsets"`` only, with ``wide_offsets=True``): a drawn
 #: block of 1 to WIDE_BLOCK_ROWS rows of WIDE_MIN_LENGTH to WIDE_MAX_LENGTH entries (and the
 #: target's max_length), repeated along the rows past ``lengths.WIDE_OFFSET_ELEMENTS``.
@@ -450,6 +451,7 @@ class _SoftmaxConfig:
                                   "within caps.max_length")
         if self.long_range is None:
             out["long-row"] = "long_rows=False, or caps.max_length leaves no length past max_length"
+            out["plateau-row"] = out["long-row"]
         if self.many_rows is None:
             out["many-rows"] = f"many_rows=False, or max_rows >= {MANY_ROWS[1]}"
         if not self.four_d:
@@ -512,7 +514,11 @@ def softmax_cases(
       ``caps.max_length``, concentrated on the edges of long tiles (multiples of
       512..4096 and one either side, powers of two and one either side, primes), with
       the full value recipes, masks and special values: a blocked or split-row kernel's
-      long-row path; False never draws them.
+      long-row path; False never draws them.  Forced (``probe="long-row"``), the simplest
+      case is one row of the longest length whose values rise past exp's range
+      (``values.full_drift``).  ``probe="plateau-row"`` (forced only) draws the long rows the
+      same way, the simplest case one row of the longest length on a step just past the sum's
+      overflow edge (``values.stale_plateau``): a maximum that lags behind overflows the sum.
     * ``many_rows``: about one example in ``MANY_ROWS_ODDS`` holds about 25..600 rows in
       all (past ``max_rows``; split over the batch and heads when there are some) of at
       most 32 entries (2 at least, where allowed) each and ``MANY_ROWS_SPAN * max_length``
@@ -680,7 +686,7 @@ def _softmax_cases(draw: st.DrawFn, c: _SoftmaxConfig) -> SoftmaxCase:
         long_row = False
         if c.long_range is not None:
             long_row, long_kind = rare(draw, LONG_ROW_ODDS), draw(st.sampled_from(c.long_kinds))
-            long_row = long_row if forced is None else forced == "long-row"
+            long_row = long_row if forced is None else forced in ("long-row", "plateau-row")
         many = False
         if c.many_rows is not None:
             many = rare(draw, MANY_ROWS_ODDS) if forced is None else forced == "many-rows"
@@ -766,12 +772,14 @@ def _softmax_cases(draw: st.DrawFn, c: _SoftmaxConfig) -> SoftmaxCase:
         specials = ()  # a NaN row is NaN whatever was read; masks stay (at least half the rows live)
     if mixed and explicit is None:
         specials, mask = (), MaskSpec()  # a masked or special entry takes the row out of the bias check
-    if c.probe == "long-row" and explicit is None:
-        # The probe round's long row at full strength: its first recipe a drift that rises past
-        # exp's range, so that the running maximum must move on at every block boundary, with
-        # no mask or special value to hide a wrong one (values.full_drift).  Drawn as usual,
-        # then replaced, so the case costs the same choices.
-        recipes = (full_drift(fmt),) + recipes[1:]
+    if c.probe in ("long-row", "plateau-row") and explicit is None:
+        # The probe round's long rows at full strength, with no mask or special value to hide a
+        # wrong maximum, their first recipe: for long-row a drift that rises past exp's range, so
+        # that the running maximum must move on at every block boundary (values.full_drift); for
+        # plateau-row a step whose exponentials overflow the sum relative to the first half
+        # (values.stale_plateau), so that the maximum must move on past the step however small
+        # it looks.  Drawn as usual, then replaced, so the case costs the same choices.
+        recipes = (full_drift(fmt) if c.probe == "long-row" else stale_plateau(fmt),) + recipes[1:]
         specials, mask = (), MaskSpec()
     layouts = ("contiguous",)
     if c.noncontiguous:

@@ -43,6 +43,18 @@ drift
     block (an online softmax rescales at every block, and a maximum taken over a prefix
     misses the peak by up to ``gap``), or stays in the first block (every later block's
     exponentials shrink).
+plateau
+    ``offset + scale * N(0,1)``, and the entries from position ``round(rate * n)`` on (at least
+    one, at most ``n - 1``) raised by a step ``h``, just high enough that their exponentials,
+    taken relative to the first part, sum past the largest finite value ``F`` of the
+    statistics format: ``h = ln(F) - ln(count of them) + gap``, the level rounded up to the
+    input format's grid.  ``count`` picks ``F``: 0, the format an online softmax keeps its
+    running sum in (float64 for float64 input, float32 otherwise); 1, the input format.  A
+    kernel whose maximum stays at the first part's overflows its sum: a lazy rescale that
+    moves the running maximum only when a block beats it by more than a threshold (below
+    ``ln(F)``, so that one block's sum cannot overflow: such a kernel is right on every row but
+    one with thousands of entries on a step under its threshold), or a maximum taken over a
+    prefix.  A correct one computes a near-uniform row over the plateau.
 seq-drift
     (Q, K and V of attention) ``offset + scale * N(0,1)`` plus a trend along the sequence
     axis: every entry of position i gains ``gap * i / (n - 1)``.  In K, one query's scores
@@ -155,6 +167,9 @@ class ValueRecipe:
             return f"key-spike(scale={num(self.scale)}{off}, gap={num(self.gap)}, at={at})"
         if k == "ends-opposed":
             return f"ends-opposed(value={num(self.offset)}, spread={num(self.scale)})"
+        if k == "plateau":
+            edge = ("statistics", "input")[min(self.count, 1)]
+            return f"plateau(scale={num(self.scale)}{off}, first={num(self.rate)}, margin={num(self.gap)}, edge={edge})"
         if k in ("cancellation", "near-max", "very-negative", "subnormal-output"):
             return f"{k}(offset={num(self.offset)}, spread={num(self.scale)})"
         return f"{k}(scale={num(self.scale)}{off})"
@@ -259,6 +274,12 @@ class ValueRecipe:
             # Division and multiplication only: bit-exact on every CPU (see strategies._rng).
             trend = self.gap * (np.arange(n, dtype=np.float64) / max(n - 1, 1))
             return self.offset + self.scale * rng.standard_normal(shape) + trend
+        if k == "plateau":
+            x = self.offset + self.scale * rng.standard_normal(shape)
+            if n > 1:
+                first = min(n - 1, max(1, round(self.rate * n)))
+                x[..., first:] += plateau_level(self, fmt, n - first) - self.offset
+            return x
         if k == "slab-levels":
             # The level first: it is the slab's (every slab has its own stream).  A power of two
             # times [1, 2), built with ldexp (exact): pow may differ in the last bit between
@@ -457,6 +478,16 @@ def _interpret(fmt: FloatFormat, limit: float, kind: str, a: float, b: float, p:
     if kind in ("drift", "seq-drift"):
         rise = min(_GAPS[p % len(_GAPS)], limit)
         return ValueRecipe(kind, scale=a, offset=b, gap=-rise if (p // len(_GAPS)) % 2 else rise)
+    if kind == "plateau":
+        share = PLATEAU_SHARES[p % len(PLATEAU_SHARES)]
+        margin = PLATEAU_MARGINS[(p // len(PLATEAU_SHARES)) % len(PLATEAU_MARGINS)]
+        edge = (p // (len(PLATEAU_SHARES) * len(PLATEAU_MARGINS))) % 2
+        # Little noise: the first part's maximum, which the step is measured from, stays near
+        # the offset, and so does the plateau's (a threshold kernel compares the two).  The
+        # offset within 2**-4 / eps, where the step keeps a fine grid (bfloat16: 8 + 80, 0.5).
+        bound = min(max(1.0, 2.0**-4 / fmt.eps), limit / 4)
+        return ValueRecipe(kind, scale=min(a, PLATEAU_MAX_NOISE), offset=min(max(b, -bound), bound),
+                           count=edge, gap=margin, rate=share)
     if kind == "cancellation":
         # A large offset with a spread of 2**j ulps of it: x - max subtracts nearly equal numbers.
         offset = sign * min(max(a, min(1e2, limit / 2)), limit / 2)
@@ -489,6 +520,36 @@ POSITION_SPREAD = (1.0, 4.0)
 #: A well-mixed row's half-width: entries in [offset - s, offset + s] with s at most this, so
 #: every probability is within exp(2 s) < 16 of the row's largest (exp(2.7) = 14.9).
 MIXED_SPREAD = (0.2, 1.35)
+
+
+#: A plateau row's first part, as a share of the row, most first: half the row holds the first
+#: blocks of every blocked loop over rows up to twice the block.
+PLATEAU_SHARES = (0.5, 0.25, 0.75, 0.0625, 0.9375)
+#: Its margins past the overflow edge, in nats: the least first (the step then sits under the
+#: most thresholds a lazy rescale may use).
+PLATEAU_MARGINS = (2.0**-6, 2.0**-3, 0.5, 2.0, 0.0)
+#: The most noise a plateau row's entries take (its scale).
+PLATEAU_MAX_NOISE = 2.0**-4
+
+
+def plateau_level(recipe: ValueRecipe, fmt: FloatFormat, count: int) -> float:
+    """The level of a plateau row's ``count`` raised entries (see the ``plateau`` kind): the
+    offset plus ``ln(F) - ln(count) + gap``, rounded up to ``fmt``'s grid, so that the rounded
+    row still sums past ``F`` relative to its first part."""
+    stats = fmt if recipe.count >= 1 else get_format("float64" if fmt.name == "float64" else "float32")
+    level = recipe.offset + math.log(stats.max_finite) - math.log(count) + recipe.gap
+    if level == 0.0:
+        return level
+    # The spacing of fmt's numbers at level: a power of two, so the rounding up is exact.
+    step = math.ldexp(1.0, max(math.frexp(level)[1] - 1, fmt.emin) - fmt.precision + 1)
+    return math.ceil(level / step) * step
+
+
+def stale_plateau(fmt: FloatFormat) -> ValueRecipe:
+    """The plateau-row probe's recipe at full strength: no noise and no offset, the first half of
+    the row at 0 and the second on a step past the statistics format's overflow edge by
+    ``PLATEAU_MARGINS[0]`` (rounding up to the grid adds to it: bfloat16's 0.5 at 80)."""
+    return ValueRecipe("plateau", scale=0.0, offset=0.0, count=0, gap=PLATEAU_MARGINS[0], rate=PLATEAU_SHARES[0])
 
 
 #: The rise of a full-strength drift: past the exponential's range in every format (the

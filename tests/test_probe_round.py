@@ -43,6 +43,7 @@ def _softmax_probe_holds(probe: str, case) -> bool:
     return {
         "index-width": s.length in INDEX_WIDTH_LENGTHS and total_rows == 1,
         "long-row": MAX_LENGTH < s.length <= 16385 and total_rows <= 2,
+        "plateau-row": MAX_LENGTH < s.length <= 16385 and total_rows <= 2 and s.recipes[0].kind == "plateau",
         "many-rows": MAX_ROWS < total_rows <= S.MANY_ROWS[1] and s.length <= MAX_LENGTH,
         "four-d": s.heads >= 1 and s.batch >= 1 and "shape:4d" in case.features,
         "grid-rows": total_rows > GRID_AXIS_LIMIT and s.length <= S.GRID_ROWS_MAX_LENGTH and "rows:grid" in case.features,
@@ -167,8 +168,10 @@ def test_which_probes_the_arguments_allow_and_clear_errors_otherwise() -> None:
     with pytest.raises(InvalidArgument, match=r"tiles_seq \(within caps.max_length\) below 260"):
         attention_cases(probe="many-tiles")
     assert softmax_probes(elementwise=True) == ()
-    assert softmax_probes(caps=Capabilities(max_length=1000), max_length=300) == ("four-d", "many-rows", "long-row")
-    assert softmax_probes(many_rows=False, four_d=False) == ("long-row", "index-width")
+    assert softmax_probes(caps=Capabilities(max_length=1000), max_length=300) == ("four-d", "many-rows", "long-row",
+                                                                                  "plateau-row")
+    assert softmax_probes(many_rows=False, four_d=False) == ("long-row", "plateau-row", "index-width")
+    assert "plateau-row" not in softmax_probes(long_rows=False)
     assert attention_probes(probes=False, index_widths=False) == ("zero-scale", "causal-offset")  # not sizes
     assert attention_probes(max_seq=8) == ("zero-scale", "causal-offset", "many-heads", "mid-keys", "mid-queries",
                                            "index-width")  # absorption: 17 keys

@@ -469,6 +469,79 @@ def test_a_forced_long_row_probe_moves_the_maximum_past_exps_range(dtype: str) -
     assert torch.isfinite(torch.softmax(row, -1)).all()
 
 
+def _lazy_rescale_softmax(row: torch.Tensor, stats: torch.dtype, block: int, threshold: float) -> torch.Tensor:
+    """An online softmax whose running maximum moves only when a block beats it by more than
+    ``threshold`` nats (a lazy rescale; right whenever no sum overflows)."""
+    m, total = -math.inf, torch.zeros((), dtype=stats)
+    for start in range(0, row.numel(), block):
+        part = row[start:start + block].to(stats)
+        top = part.max().item()
+        new = top if m == -math.inf or top > m + threshold else m
+        carried = total * math.exp(m - new) if m != -math.inf else total
+        total = carried + torch.exp(part - new).sum()
+        m = new
+    return torch.exp(row.to(stats) - m) / total
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16", "float64"])
+def test_a_forced_plateau_row_overflows_a_maximum_that_lags(dtype: str) -> None:
+    """The plateau-row probe's simplest case is one row of the longest length, its first half at 0
+    and its second on a step (``values.stale_plateau``) whose exponentials, relative to the first
+    half, sum past the largest finite value of the format an online softmax keeps its sum in:
+    a lazy rescale with a threshold above the step (80 nats in float32) returns zeros, a correct
+    softmax a near-uniform row over the step."""
+    from strategies.values import stale_plateau
+    from verify.dtypes import get_format
+
+    fmt = get_format(dtype)
+    first = find(softmax_cases(dtypes=(dtype,), max_length=300, max_rows=8, probe="plateau-row"), lambda c: True,
+                 settings=settings(max_examples=1, phases=[Phase.generate], **_QUIET))
+    s = first.spec
+    assert s.recipes[0] == stale_plateau(fmt) and s.mask == MaskSpec() and s.specials == () and s.total_rows == 1
+    assert s.length == LONG_LENGTH_MAX
+    row = first.build().reshape(-1)
+    half = round(row.numel() / 2)
+    assert (row[:half] == 0).all() and (row[half:] == row[-1]).all()
+    stats = torch.float64 if dtype == "float64" else torch.float32
+    step = row[-1].item()
+    # The step is under float32's overflow edge ln(3.4e38) = 88.7 by about ln(8193) = 9.0 ...
+    edge = math.log(torch.finfo(stats).max)
+    assert edge - math.log(row.numel() - half) < step < edge - math.log(row.numel() - half) + 0.6
+    # ... and still overflows the sum relative to the first half.
+    assert torch.isinf(torch.exp(row.to(stats)).sum())
+    exact = torch.softmax(row.double(), -1)
+    assert torch.isfinite(exact).all() and exact[half:].min() > 0.99 / (row.numel() - half)
+    if dtype != "float64":
+        lazy = _lazy_rescale_softmax(row, stats, block=128, threshold=80.0)
+        assert (lazy[half:] == 0).all()  # every entry of the step lost
+        assert torch.allclose(_lazy_rescale_softmax(row, stats, block=128, threshold=8.0), exact.to(stats))
+
+
+def test_plateau_recipes_are_drawn_near_the_overflow_edge() -> None:
+    """Drawn plateau recipes keep little noise and an offset on a fine grid, and their level,
+    rounded up to the input format, passes the edge by the drawn margin at most one grid step
+    more."""
+    from strategies.values import PLATEAU_MAX_NOISE, plateau_level, value_recipes
+    from verify.dtypes import get_format
+
+    for dtype in ("float16", "bfloat16", "float32", "float64"):
+        fmt = get_format(dtype)
+        seen = []
+
+        @settings(max_examples=40, **_QUIET)
+        @given(value_recipes(dtype, ("plateau",)))
+        def drawn(recipe: ValueRecipe) -> None:
+            assert recipe.kind == "plateau" and recipe.scale <= PLATEAU_MAX_NOISE and 0 < recipe.rate < 1
+            stats = fmt if recipe.count else get_format("float64" if dtype == "float64" else "float32")
+            level = plateau_level(recipe, fmt, 1000)
+            edge = recipe.offset + math.log(stats.max_finite) - math.log(1000) + recipe.gap
+            assert edge <= level <= edge + 0.5 + 2 * fmt.eps * abs(edge)
+            seen.append(recipe.count)
+
+        drawn()
+        assert set(seen) == {0, 1}, dtype
+
+
 def _judged_for_bias(case: SoftmaxCase) -> bool:
     from verify import oracle, tolerance
 
