@@ -110,8 +110,13 @@ def test_a_fast_target_climbs_what_its_speed_affords_and_a_budget_stops_it(one_r
     tiles = [c for c in seen if "attn:many-tiles" in c.features]
     assert tiles and tiles[0].spec.causal and tiles[0].spec.seq_q == first[0]
     assert cell.features["attn:many-tiles"] >= 1
-    budgeted = search.check_cell(target, "float32", _opts(budget_s=4.0))  # GRID_SHARE: 0.4 s
-    assert budgeted.tiles_probe.startswith("many-tiles not tried"), budgeted.tiles_probe
+    tried: list = []
+    with search.observing_cases(before=tried.append):
+        budgeted = search.check_cell(target, "float32", _opts(budget_s=4.0))  # GRID_SHARE: 0.4 s
+    # Not tried, or (on a loaded machine) the budget spent before the probe's turn came.
+    assert budgeted.status == "passed" and tried and not any("attn:many-tiles" in c.features for c in tried)
+    assert budgeted.tiles_probe == "" or budgeted.tiles_probe.startswith("many-tiles not tried"), \
+        budgeted.tiles_probe
 
 
 def test_a_persistent_grid_that_keeps_its_first_causal_bound_is_caught_only_by_the_probe(monkeypatch,

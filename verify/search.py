@@ -151,9 +151,15 @@ class SizeProfile:
                                min(self.attention_max_seq, 12), min(self.attention_max_batch, 2),
                                min(self.attention_max_heads, 2),
                                tuple(d for d in (self.head_dims or (1, 2, 3, 8, 16, 24, 40)) if d <= 40),
-                               # Longer probes (16-bit index widths, thousands of keys) would
-                               # exceed the exact fallback's work limit and go unmeasured.
-                               attention_probe_max_seq=256,
+                               # Probes up to the mid-keys probe's 4097 keys (16 queries) stay
+                               # within the exact fallback's work limit (16 x 4097 x 140 =
+                               # 9.2e6 of engine.MAX_FALLBACK_WORK's 2e7); 16-bit index widths
+                               # would exceed it and go unmeasured.  A kernel's path for long
+                               # sequences is then checked in float64 too: 256, the cap
+                               # before, let a float64 kernel that computed past 256 keys in
+                               # float32 pass (third red team, 2026-12-04); 4097 took the
+                               # float64 reference 30 s a 100-example search against 20 s.
+                               attention_probe_max_seq=strategies.attention.MID_KEYS_MAX,
                                attention_many_heads_pairs=self.attention_many_heads_pairs)
         return self
 
