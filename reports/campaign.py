@@ -32,6 +32,7 @@ observing ``verify.search.run_case`` while the cell runs.
 from __future__ import annotations
 
 import datetime as _dt
+import math
 import platform
 import random
 import shlex
@@ -493,6 +494,19 @@ def run_mutant(m, opts: CampaignOptions, per_dtype_s: float, runner=None):
     return r, budget_limited
 
 
+def mutation_floor_s(device: str, jobs: int) -> float:
+    """The least time mutation testing takes on ``device`` over ``jobs`` runners, whatever its
+    slice: each mutant available there gets ``MIN_MUTANT_DTYPE_S`` for its first dtype and each
+    control that much for every dtype (``run_mutation``), and an example past its share still
+    finishes (a mutant's can take seconds: an interpreted Triton kernel, an mpmath row)."""
+    from kernels.mutants import all_mutants
+
+    mutants, controls = all_mutants()
+    live = [m for m in mutants + controls if get_target(m.name).unavailable_reason(device) is None]
+    dtypes = sum(1 if m.bug_class != "control" else len(m.caps.dtypes) for m in live)
+    return dtypes * MIN_MUTANT_DTYPE_S / max(jobs, 1)
+
+
 def run_mutation(opts: CampaignOptions, slice_s: float, progress: _Progress, pool: CellPool | None = None
                  ) -> dict[str, Any]:
     """Every mutant, then the controls, within ``slice_s``, on ``pool``'s runners.
@@ -542,6 +556,7 @@ def run_mutation(opts: CampaignOptions, slice_s: float, progress: _Progress, poo
     pool.run([job(m, len(m.caps.dtypes)) for m in CONTROLS], controls_end, MIN_MUTANT_DTYPE_S,
              finished(len(MUTANTS)))
     return {"enabled": True, "reason": None, "budget_s": round(slice_s, 3),
+            "floor_s": round(mutation_floor_s(opts.device, pool.jobs), 3),
             "seconds": round(time.perf_counter() - start, 3), "max_examples_per_dtype": MUTANT_MAX_EXAMPLES,
             "jobs": pool.jobs, "summary": mutation.summary(results), "results": rows}
 
@@ -584,6 +599,14 @@ def run_campaign(opts: CampaignOptions) -> CampaignResult:
         left = max(opts.budget_s - (time.perf_counter() - t_start), 0.0)
         planned_slice = MUTATION_SHARE * left if opts.mutants else 0.0
         cells_budget = left - planned_slice
+        floor = mutation_floor_s(opts.device, jobs) if opts.mutants else 0.0
+        if floor > planned_slice:
+            # Said before the work starts: the run will take longer than asked, by at least this.
+            progress.line(f"note: mutation testing takes at least {floor:.0f}s here ({MIN_MUTANT_DTYPE_S:g}s a mutant "
+                          f"and a control dtype, over {jobs} job(s)), and the budget plans {planned_slice:.0f}s for "
+                          f"it: expect the run to end {floor - planned_slice:.0f}s or more past the budget; a "
+                          f"--budget of {math.ceil(floor / MUTATION_SHARE)}s or more keeps to it, --no-mutants "
+                          "skips mutation testing")
 
         base = CheckOptions(device=opts.device, max_examples=opts.max_examples, seed=opts.seed,
                             profile=_profile(opts.device), artifact_dir=opts.artifact_dir, shrink=opts.shrink)

@@ -255,6 +255,10 @@ def render_mutation(mut: dict[str, Any]) -> list[str]:
              f"{', '.join(s['controls_failed']) or 'none'}. Budget {num(mut['budget_s'])} s "
              f"(used {num(mut['seconds'])} s), at most {mut['max_examples_per_dtype']} examples per dtype, "
              "first failure reported unshrunk.")
+    if mut.get("floor_s") is not None and mut["floor_s"] > mut["budget_s"]:
+        L.append("")
+        L.append(f"The budget planned {num(mut['budget_s'])} s for it, less than the {num(mut['floor_s'])} s it "
+                 "takes at least here (1 s a mutant and a control dtype), so it could not keep to it.")
     failed = [r for r in mut["results"] if r["status"] == "error"]
     if failed:
         L.append("")

@@ -7,9 +7,12 @@ Each mutant gets at most 300 examples per dtype (about a minute of search on the
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from kernels.mutants import MUTANTS, all_mutants
+from kernels.registry import get_target
 from verify import mutation, search
 
 OPTS = search.CheckOptions(max_examples=300, seed=12345, compare_naive=False, shrink=False,
@@ -70,3 +73,33 @@ def test_a_mutant_the_suite_failed_on_is_an_error_left_out_of_the_score(tmp_path
     killed = mutation.KillResult("x", "softmax", "c", "", "python", "killed", seconds_to_kill=1.0)
     s = mutation.summary([r, killed])
     assert s["errors"] == [m.name] and s["survivors"] == [] and s["mutants"] == 1 and s["mutation_score"] == 1.0
+
+
+def test_a_budget_too_short_for_mutation_testing_is_said_before_the_work(monkeypatch, tmp_path, capsys) -> None:
+    """Mutation testing takes at least 1 s a mutant and a control dtype whatever its slice: a
+    budget whose slice is shorter gets a note at the start with the least it takes, and the
+    report keeps that floor beside the slice."""
+    from reports import campaign
+
+    mutants, controls = all_mutants()
+    live = [m for m in mutants + controls if get_target(m.name).unavailable_reason("cpu") is None]
+    want = sum(1 if m.bug_class != "control" else len(m.caps.dtypes) for m in live)
+    assert campaign.mutation_floor_s("cpu", 1) == pytest.approx(want * campaign.MIN_MUTANT_DTYPE_S)
+    assert campaign.mutation_floor_s("cpu", 4) == pytest.approx(want * campaign.MIN_MUTANT_DTYPE_S / 4)
+    assert want > 20
+    # The mutants themselves are not run here: the note comes before them.
+    monkeypatch.setattr(campaign, "run_mutation",
+                        lambda opts, slice_s, progress, pool=None: {"enabled": True, "budget_s": slice_s})
+    opts = campaign.CampaignOptions(device="cpu", budget_s=3, targets=["torch.softmax"], dtypes=("float32",),
+                                    seed=3, fa3=False, progress="plain", isolation="none", jobs=1,
+                                    artifact_dir=str(tmp_path / "cex"))
+    result = campaign.run_campaign(opts)
+    out = capsys.readouterr().out
+    floor = campaign.mutation_floor_s("cpu", 1)
+    assert f"note: mutation testing takes at least {floor:.0f}s here" in out, out
+    assert f"a --budget of {math.ceil(floor / campaign.MUTATION_SHARE)}s or more keeps to it" in out
+    assert result.mutation["budget_s"] < floor
+    roomy = campaign.CampaignOptions(**{**opts.__dict__, "budget_s": math.ceil(floor / campaign.MUTATION_SHARE) + 1,
+                                        "max_examples": 5})
+    campaign.run_campaign(roomy)
+    assert "note: mutation testing" not in capsys.readouterr().out
