@@ -170,3 +170,22 @@ def test_a_hang_is_saved_as_found_and_replays_as_a_hang(tmp_path: Path) -> None:
     assert saved and "[as found: not shrunk" in r.stdout
     rep = run("replay", saved.group(1), "--timeout", "1", cwd=tmp_path)
     assert rep.returncode == 1 and "VIOLATION hang" in rep.stdout and "Traceback" not in rep.stderr
+
+
+@pytest.mark.parametrize("argv, field, want", [
+    (["check", "--op", "softmax", "--target", "t", "--dtype", "float16", "--dtype", "float32"], "dtypes",
+     ["float16", "float32"]),
+    (["check", "--op", "softmax", "--target", "t", "--dtypes", "float16", "float32"], "dtypes", ["float16", "float32"]),
+    (["run", "--dtypes", "float16", "--dtype", "bfloat16"], "dtypes", ["float16", "bfloat16"]),
+    (["run", "--target", "a", "--targets", "b", "c"], "targets", ["a", "b", "c"]),
+    (["fuzz", "--hours", "1", "--target", "a", "--dtypes", "float32", "float64"], "dtypes", ["float32", "float64"]),
+    (["fuzz", "--hours", "1", "--target", "a", "--target", "b"], "targets", ["a", "b"]),
+    (["mutants", "--only", "a", "b", "--only", "c"], "only", ["a", "b", "c"]),
+])
+def test_list_options_take_either_spelling_and_accumulate(argv: list[str], field: str, want: list[str]) -> None:
+    """--dtype and --dtypes (and --target and --targets, where a command takes several) are one
+    option in every command, taking one or more values and repeatable: a user who learnt one
+    command's spelling is not told the other's is unknown."""
+    from verify.cli import build_parser
+
+    assert getattr(build_parser().parse_args(argv), field) == want

@@ -18,10 +18,11 @@ def add_run_parser(sub) -> None:
     p.add_argument("--budget", type=float, default=480.0, metavar="SECONDS",
                    help="total wall-clock budget in seconds (default 480), shared by the cells, mutation testing "
                         "and the FA3 experiment")
-    p.add_argument("--targets", nargs="+", metavar="NAME",
+    p.add_argument("--targets", "--target", action="extend", nargs="+", metavar="NAME",
                    help="registered target names (default: every non-mutant target available on the device; "
                         "a mutant may be named explicitly)")
-    p.add_argument("--dtypes", nargs="+", metavar="D", help="dtypes to run (default: every dtype some target supports)")
+    p.add_argument("--dtypes", "--dtype", action="extend", nargs="+", metavar="D",
+                   help="dtypes to run (default: every dtype some target supports)")
     p.add_argument("--report", metavar="DIR", default="reports/latest",
                    help="directory for report.json, report.md and index.html (default reports/latest)")
     p.add_argument("--seed", type=int, default=None, help="seed (default: a fresh one, recorded in the report)")

@@ -84,8 +84,8 @@ def _add_check(sub) -> None:
     p = sub.add_parser("check", help="search for inputs on which a target violates its contract")
     p.add_argument("--op", choices=("softmax", "attention"), required=True)
     p.add_argument("--target", required=True, help="registered NAME, MODULE:FUNC or PATH/FILE.py:FUNC")
-    p.add_argument("--dtype", action="append", dest="dtypes", metavar="D",
-                   help="dtype to check (repeatable); default: every dtype the target supports")
+    p.add_argument("--dtype", "--dtypes", action="extend", nargs="+", dest="dtypes", metavar="D",
+                   help="dtypes to check (one or more, repeatable); default: every dtype the target supports")
     p.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
     p.add_argument("--max-examples", type=int, default=100, help="examples per dtype (default 100)")
     p.add_argument("--seed", type=int, default=None,
@@ -321,7 +321,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--budget", type=float, default=None, help="total seconds (split between mutants)")
     p.add_argument("--max-examples", type=int, default=300, help="examples per dtype before a mutant survives")
     p.add_argument("--seed", type=int, default=None, help="seed of the draws (default: a fresh one)")
-    p.add_argument("--only", action="append", metavar="NAME", help="run only this mutant (repeatable)")
+    p.add_argument("--only", action="extend", nargs="+", metavar="NAME",
+                   help="run only these mutants (one or more, repeatable)")
     p.add_argument("--no-shrink", action="store_true", help="report first failures unshrunk (faster)")
     p.add_argument("--json", metavar="FILE", help="write the kill table as JSON")
     return parser

@@ -893,11 +893,12 @@ def add_parser(sub) -> None:
     p = sub.add_parser("fuzz", help="time-boxed nightly fuzzing of every target; new counterexamples go to the corpus")
     p.add_argument("--hours", type=float, required=True, help="wall-clock budget in hours (fractions allowed)")
     p.add_argument("--device", default="auto", help="auto, cpu or cuda (default auto)")
-    p.add_argument("--targets", nargs="+", metavar="NAME", default=None,
+    p.add_argument("--targets", "--target", action="extend", nargs="+", metavar="NAME", default=None,
                    help="targets to fuzz (default: every non-mutant target available); mutants only when named")
     p.add_argument("--op", choices=("softmax", "attention"), default=None,
                    help="op of MODULE:FUNC / FILE.py:FUNC targets")
-    p.add_argument("--dtype", action="append", dest="dtypes", metavar="D", help="restrict dtypes (repeatable)")
+    p.add_argument("--dtype", "--dtypes", action="extend", nargs="+", dest="dtypes", metavar="D",
+                   help="restrict dtypes (one or more, repeatable)")
     p.add_argument("--report", metavar="DIR", default="fuzz-report", help="report directory (default fuzz-report)")
     p.add_argument("--database", metavar="PATH|redis://URL", default=None,
                    help="Hypothesis example database (default $FLASHVERIFY_DB or .hypothesis/examples)")
