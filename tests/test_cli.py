@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from dataclasses import replace
 
 import pytest
 
@@ -189,3 +191,40 @@ def test_list_options_take_either_spelling_and_accumulate(argv: list[str], field
     from verify.cli import build_parser
 
     assert getattr(build_parser().parse_args(argv), field) == want
+
+
+def test_an_explicit_masked_rows_policy_overrides_the_declared_one_either_way(tmp_path) -> None:
+    """A target that declares zeros for fully masked rows is held to them by default; an explicit
+    --masked-rows either loosens it (NaN rows pass), as nan replaces it; the artifact keeps the
+    policy the rows were held to (what ``replay`` holds them to)."""
+    import torch
+
+    from kernels.registry import Target
+    from verify import artifacts, engine
+    from verify.capabilities import Capabilities
+
+    def nan_rows(x: torch.Tensor) -> torch.Tensor:
+        out = torch.softmax(x.float(), -1).to(x.dtype)
+        return torch.where(torch.isinf(x).all(-1, keepdim=True) & (x < 0).all(-1, keepdim=True),
+                           torch.full_like(out, float("nan")), out)
+
+    from verify import search
+
+    target = Target("nan-rows", "softmax", nan_rows, Capabilities(dtypes=("float32",), masked_rows="zero"),
+                    "NaN for fully masked rows, declared zero")
+    x = torch.tensor([[0.0, 1.0], [-math.inf, -math.inf]])
+    assert engine.masked_rows_for(target, "declared") == "zero"
+    assert engine.masked_rows_for(target, "either") == "either"
+    assert engine.check_softmax_input(target, x).evaluation.violations  # declared zero
+    assert engine.check_softmax_input(target, x, masked_rows="either").evaluation.violations == []
+    assert engine.check_softmax_input(target, x, masked_rows="nan").evaluation.violations == []
+    with pytest.raises(ValueError, match=r"masked_rows must be one of \('declared', 'either', 'nan', 'zero'\)"):
+        engine.masked_rows_for(target, "none")
+    # A search finds the declared policy broken and records it for the replay.
+    opts = search.CheckOptions(max_examples=60, seed=1, artifact_dir=str(tmp_path), compare_naive=False)
+    cell = search.check_cell(target, "float32", opts)
+    assert cell.status == "violated" and "masked" in cell.violation.one_line(), cell.violation
+    art = artifacts.load(cell.artifact)
+    assert art.options["masked_rows"] == "declared" and art.options["masked_rows_checked"] == "zero"
+    loose = search.check_cell(target, "float32", replace(opts, masked_rows="either"))
+    assert loose.status == "passed", loose.violation

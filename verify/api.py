@@ -114,7 +114,7 @@ def _options(dtypes, device, max_examples, seed, masked_rows, artifact_dir) -> s
 
 def check_softmax(
     fn: Callable[[torch.Tensor], torch.Tensor], *, dtypes: Sequence[str] | None = None, device: str = "cpu",
-    max_examples: int = 100, seed: int | None = None, masked_rows: str = "either",
+    max_examples: int = 100, seed: int | None = None, masked_rows: str = "declared",
     caps: Capabilities | None = None, name: str | None = None,
     artifact_dir: str = str(artifacts.DEFAULT_DIR),
 ) -> list[search.CellResult]:
@@ -129,7 +129,7 @@ def check_softmax(
 
 def check_attention(
     fn: Callable[..., torch.Tensor], *, dtypes: Sequence[str] | None = None, device: str = "cpu",
-    max_examples: int = 100, seed: int | None = None, masked_rows: str = "either",
+    max_examples: int = 100, seed: int | None = None, masked_rows: str = "declared",
     caps: Capabilities | None = None, name: str | None = None,
     artifact_dir: str = str(artifacts.DEFAULT_DIR),
 ) -> list[search.CellResult]:
@@ -147,7 +147,7 @@ def _raise_evaluation(out: engine.CaseOutcome, what: str) -> engine.CaseOutcome:
 
 
 def assert_softmax_correct(
-    fn: Callable, x: torch.Tensor, *, masked_rows: str = "either", caps: Capabilities | None = None
+    fn: Callable, x: torch.Tensor, *, masked_rows: str = "declared", caps: Capabilities | None = None
 ) -> engine.CaseOutcome:
     """Check ``fn`` on one input against the oracle and the contract; AssertionError says what broke."""
     out = engine.check_softmax_input(_as_target(fn, "softmax", caps, None), x, masked_rows=masked_rows,
@@ -156,7 +156,7 @@ def assert_softmax_correct(
 
 
 def assert_attention_correct(
-    fn: Callable, inputs, *, masked_rows: str = "either", caps: Capabilities | None = None
+    fn: Callable, inputs, *, masked_rows: str = "declared", caps: Capabilities | None = None
 ) -> engine.CaseOutcome:
     """``inputs`` is a ``strategies.AttentionInputs`` (or anything with q, k, v, scale, causal, mask)."""
     t = _as_target(fn, "attention", caps, None)

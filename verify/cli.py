@@ -90,9 +90,9 @@ def _add_check(sub) -> None:
     p.add_argument("--max-examples", type=int, default=100, help="examples per dtype (default 100)")
     p.add_argument("--seed", type=int, default=None,
                    help="seed of the draws (probe sizes still follow the measured speed; see the README)")
-    p.add_argument("--masked-rows", choices=("nan", "zero", "either"), default="either",
-                   help="what a fully masked row must give (default: what the target declares, "
-                        "else either, consistently within the row)")
+    p.add_argument("--masked-rows", choices=("declared", "nan", "zero", "either"), default="declared",
+                   help="what a fully masked row must give: all NaN, all 0, or either (all of the row one or "
+                        "the other); default 'declared': what the target declares, else either")
     p.add_argument("--report", metavar="DIR", help="write DIR/report.json")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds one target call may take (default 120)")
     p.add_argument("--profile", choices=("cpu", "gpu"), default=None,
@@ -223,7 +223,10 @@ def cmd_replay(args) -> int:
 
         if not torch.cuda.is_available():  # recorded there (an asked-for cuda was refused above)
             raise UsageError(f"the artifact was recorded on {art.device}; no CUDA here. Add --device cpu to try it on CPU.")
-    masked = art.options.get("masked_rows", "either")
+    # The policy the rows were held to; an artifact from before it was recorded kept what was asked,
+    # where "either" (then the default) meant what the target declares.
+    masked = art.options.get("masked_rows_checked") or {"either": "declared"}.get(
+        art.options.get("masked_rows", "declared"), art.options.get("masked_rows", "declared"))
     timeout = args.timeout or art.options.get("timeout") or 120.0
     try:
         inp, how = artifacts.replay_inputs(art, device)

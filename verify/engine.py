@@ -49,10 +49,17 @@ class DeviceContextLost(BaseException):
         self.case: Any = None
 
 
+#: The check's masked-row policies: ``contracts.MASKED_ROW_POLICIES``, and "declared" (the default):
+#: what the target declares (``Capabilities.masked_rows``), "either" where it declares nothing.
+MASKED_ROWS_OPTIONS = ("declared",) + contracts.MASKED_ROW_POLICIES
+
+
 def masked_rows_for(target: Target, masked_rows: str) -> str:
-    """What a fully masked row must give in a check of ``target``: ``masked_rows`` where it is
-    "zero" or "nan", else what the target declares (``Capabilities.masked_rows``)."""
-    return masked_rows if masked_rows != "either" else target.caps.masked_rows
+    """What a fully masked row must give in a check of ``target``: what the target declares for
+    "declared", else ``masked_rows`` ("either" loosens a declared "zero" or "nan")."""
+    if masked_rows not in MASKED_ROWS_OPTIONS:
+        raise ValueError(f"masked_rows must be one of {MASKED_ROWS_OPTIONS}, not {masked_rows!r}")
+    return target.caps.masked_rows if masked_rows == "declared" else masked_rows
 
 
 def _uses_cuda(values) -> bool:
@@ -712,7 +719,7 @@ def _check_wide_softmax(target: Target, x: torch.Tensor, tile: int, masked_rows:
 
 
 def check_softmax_input(
-    target: Target, x: torch.Tensor, *, masked_rows: str = "either", timeout: float = DEFAULT_TIMEOUT_S,
+    target: Target, x: torch.Tensor, *, masked_rows: str = "declared", timeout: float = DEFAULT_TIMEOUT_S,
     compare_naive: bool = True, tile: int = 1,
 ) -> CaseOutcome:
     """Run a softmax target on x and evaluate its output (and LSE, for a target declaring
@@ -863,7 +870,7 @@ def _check_wide_attention(target: Target, q: torch.Tensor, k: torch.Tensor, v: t
 
 def check_attention_input(
     target: Target, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, scale: float, causal: bool,
-    mask: torch.Tensor | None, masked_rows: str = "either", timeout: float = DEFAULT_TIMEOUT_S,
+    mask: torch.Tensor | None, masked_rows: str = "declared", timeout: float = DEFAULT_TIMEOUT_S,
     compare_naive: bool = True, max_fallback_work: float | None = MAX_FALLBACK_WORK, tile: int = 1,
 ) -> CaseOutcome:
     """Run an attention target and evaluate its output (and LSE, for a target declaring

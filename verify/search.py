@@ -187,7 +187,7 @@ class CheckOptions:
     device: str = "cpu"
     max_examples: int = 100
     seed: int | None = None
-    masked_rows: str = "either"
+    masked_rows: str = "declared"  # engine.MASKED_ROWS_OPTIONS
     timeout: float = engine.DEFAULT_TIMEOUT_S
     artifact_dir: str = str(artifacts.DEFAULT_DIR)
     profile: SizeProfile = field(default_factory=SizeProfile)
@@ -585,11 +585,14 @@ def row_length(case) -> int:
     return spec.seq_k if hasattr(spec, "seq_k") else spec.length
 
 
-def _save(case, cell: CellResult, opts: CheckOptions, violation: Violation | None, kind: str) -> str:
+def _save(case, cell: CellResult, opts: CheckOptions, violation: Violation | None, kind: str,
+          checked_masked_rows: str) -> str:
     art = artifacts.Artifact(
         op=cell.op, target=cell.target, dtype=cell.dtype, device=opts.device, inputs=case_inputs(case, cell.op),
         spec=case.spec.to_dict(), description=case.describe(),
-        options={"masked_rows": opts.masked_rows, "timeout": opts.timeout},
+        # What was asked, and what it meant for the target: a replay holds the rows to the latter.
+        options={"masked_rows": opts.masked_rows, "masked_rows_checked": checked_masked_rows,
+                 "timeout": opts.timeout},
         violation=violation.to_dict() if violation else None, kind=kind,
     )
     return str(artifacts.save(art, opts.artifact_dir))
@@ -598,6 +601,7 @@ def _save(case, cell: CellResult, opts: CheckOptions, violation: Violation | Non
 def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
     """Search one target x dtype; returns what was measured and the shrunk violation, if any."""
     fmt = get_format(dtype)
+    masked = engine.masked_rows_for(target, opts.masked_rows)  # also refuses an unknown policy
     cell = CellResult(target.name, target.op, fmt.name, opts.device,
                       error_unit="ULP" if target.op == "softmax" else "u*cond")
     if not target.caps.supports_dtype(fmt.name):
@@ -877,17 +881,17 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
         cell.status = "violated"
         cell.violation = found.violation
         cell.counterexample = found.case.describe()
-        cell.artifact = _save(found.case, cell, opts, found.violation, "violation")
+        cell.artifact = _save(found.case, cell, opts, found.violation, "violation", masked)
     except engine.DeviceContextLost as lost:
         cell.status, cell.context_lost = "violated", True
         cell.violation = lost.violation
         cell.counterexample = lost.case.describe() + "  [as found: not shrunk, the CUDA context was lost]"
-        cell.artifact = _save(lost.case, cell, opts, lost.violation, "violation")
+        cell.artifact = _save(lost.case, cell, opts, lost.violation, "violation", masked)
     except _HangFound as hang:
         cell.status = "violated"
         cell.violation = Violation("hang", str(hang))
         cell.counterexample = hang.case.describe() + "  [as found: not shrunk, the hung call cannot be stopped]"
-        cell.artifact = _save(hang.case, cell, opts, cell.violation, "violation")
+        cell.artifact = _save(hang.case, cell, opts, cell.violation, "violation", masked)
     except engine.TargetHang as hang:  # outside an example (a pilot's call): no input to keep
         cell.status = "violated"
         cell.violation = Violation("hang", str(hang))
@@ -897,7 +901,7 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
         cell.violation = inner[0].violation if inner else Violation("exception", f"flaky: {e}")
         if inner:
             cell.counterexample = inner[0].case.describe() + "  [nondeterministic: did not reproduce every time]"
-            cell.artifact = _save(inner[0].case, cell, opts, inner[0].violation, "violation")
+            cell.artifact = _save(inner[0].case, cell, opts, inner[0].violation, "violation", masked)
     v = cell.violation
     if v is not None and v.error is not None and v.tolerance and v.unit == cell.error_unit:
         # the reported (shrunk) violation belongs in the cell's maxima, whatever was recorded
@@ -905,7 +909,7 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
         cell.max_ratio = max(cell.max_ratio, v.error / v.tolerance)
     if state["worst_case"] is not None:
         cell.worst_case = state["worst_case"].describe()
-        cell.worst_artifact = _save(state["worst_case"], cell, opts, None, "worst-case")
+        cell.worst_artifact = _save(state["worst_case"], cell, opts, None, "worst-case", masked)
     cell.seconds = time.perf_counter() - start
     cell.warmup_seconds = state["warmup"]
     cell.seconds_to_first_failure = state.get("first_failure_s")
