@@ -59,6 +59,7 @@ from strategies.lengths import (
     wide_repetitions,
     length_features,
     lengths,
+    LONG_LENGTH_MAX,
     long_length,
     long_length_kinds,
     long_length_range,
@@ -514,7 +515,8 @@ def softmax_cases(
       ``caps.max_length``, concentrated on the edges of long tiles (multiples of
       512..4096 and one either side, powers of two and one either side, primes), with
       the full value recipes, masks and special values: a blocked or split-row kernel's
-      long-row path; False never draws them.  Forced (``probe="long-row"``), the simplest
+      long-row path; False never draws them.  Where ``max_length`` is already past 16385 (the
+      GPU size profile's 20000), the long rows are of 16385 to ``max_length``.  Forced (``probe="long-row"``), the simplest
       case is one row of the longest length whose values rise past exp's range
       (``values.full_drift``).  ``probe="plateau-row"`` (forced only) draws the long rows the
       same way, the simplest case one row of the longest length on a step just past the sum's
@@ -615,6 +617,11 @@ def _softmax_config(dtypes, caps, max_length, max_rows, special_values, masks, e
     long_range = None
     if long_rows and probes:
         long_range = long_length_range(lo, long_cap if caps.max_length is None else min(caps.max_length, long_cap), hi)
+        if long_range is None and hi >= LONG_LENGTH_MAX:
+            # The ordinary lengths already reach past the long rows' (the GPU size profile's 20000):
+            # the long probes take the longest of them, so that their full-strength rows (a drift
+            # past exp's range, a plateau past the sum's edge) are still tried at the top length.
+            long_range = (max(lo, LONG_LENGTH_MAX), hi)
     many_lo, many_hi = max(MANY_ROWS[0], max_rows + 1), MANY_ROWS[1]
     if probe_entries:
         # Sized by the caller: rows of ROW_COST plus their entries within probe_entries.

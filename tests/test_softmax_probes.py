@@ -449,6 +449,20 @@ def test_a_forced_long_row_probe_starts_with_the_longest_row(cap: int | None) ->
     assert first.spec.length == min(cap or LONG_LENGTH_MAX, LONG_LENGTH_MAX)
 
 
+@pytest.mark.parametrize("probe", ["long-row", "plateau-row"])
+def test_ordinary_lengths_past_the_long_rows_keep_the_long_probes_at_the_top_length(probe: str) -> None:
+    """The GPU size profile's rows reach 20000, past LONG_LENGTH_MAX: the long probes are still
+    drawn, their simplest case at the longest length, and a target's max_length still caps them."""
+    from strategies.softmax import softmax_probes
+
+    assert probe in softmax_probes(max_length=20000)
+    first = find(softmax_cases(dtypes=("float32",), max_length=20000, max_rows=16, probe=probe), lambda c: True,
+                 settings=settings(max_examples=1, phases=[Phase.generate], **_QUIET))
+    assert first.spec.length == 20000 and first.spec.total_rows == 1
+    assert probe not in softmax_probes(max_length=20000, caps=Capabilities(max_length=16000))
+    assert probe in softmax_probes(max_length=12000, caps=Capabilities(max_length=16000))
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float16", "float64"])
 def test_a_forced_long_row_probe_moves_the_maximum_past_exps_range(dtype: str) -> None:
     """At full strength the long row's first recipe rises past exp's range (values.full_drift),
