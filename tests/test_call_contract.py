@@ -127,6 +127,46 @@ def test_a_search_finds_the_reused_buffer_within_a_few_examples(tmp_path) -> Non
     assert cell.examples_to_first_failure <= 5
 
 
+class _PooledLargeOutputs(_CachedOutput):
+    """Fresh outputs up to ``above`` elements, one reused buffer per shape past that (a pool for
+    large allocations): no small case shows it."""
+
+    def __init__(self, inner, above: int) -> None:
+        super().__init__(inner)
+        self.above = above
+
+    def __call__(self, *args, **kwargs) -> torch.Tensor:
+        if self.inner(*args, **kwargs).numel() <= self.above:
+            return self.inner(*args, **kwargs)
+        return super().__call__(*args, **kwargs)
+
+
+@pytest.mark.parametrize("op, above", [("softmax", 32768), ("attention", 2 * engine.OUTPUT_REUSE_MAX_ELEMENTS)])
+def test_a_buffer_reused_for_large_outputs_only_is_found_by_the_probe_round(op: str, above: int, tmp_path) -> None:
+    """The second calls' checks run on small inputs, and whatever their size on the probe
+    round's cases (SECOND_CALL_PROBES) and one ordinary case in SECOND_CALL_ODDS: a target that
+    reuses a buffer for large outputs only is found, on an input past its threshold."""
+    from verify import artifacts
+    from verify.cli import main
+
+    from kernels.registry import get_target
+
+    inner = _softmax_copy if op == "softmax" else get_target("ref-naive-attention").fn
+    target = Target(f"pooled-{op}", op, _PooledLargeOutputs(inner, above),
+                    Capabilities(dtypes=("float32",), devices=("cpu",)), f"reuses buffers past {above} elements")
+    opts = search.CheckOptions(max_examples=40, seed=3, shrink=False, compare_naive=False, artifact_dir=str(tmp_path))
+    cell = search.check_cell(target, "float32", opts)
+    assert cell.status == "violated" and cell.violation.kind == "output-overwritten", cell.violation
+    art = artifacts.load(cell.artifact)
+    assert math.prod(art.inputs["x" if op == "softmax" else "q"].shape) > above
+    # Off the probes' cases, a large input gets one call and passes.
+    big = art.inputs["x"] if op == "softmax" else None
+    if big is not None:
+        assert engine.check_softmax_input(target, big, compare_naive=False).evaluation.ok
+        assert not engine.check_softmax_input(target, big, compare_naive=False,
+                                              call_checks_at_any_size=True).evaluation.ok
+
+
 def _softmax_skipping_masked_rows(x: torch.Tensor) -> torch.Tensor:
     """Right values where a row has a live entry; fully masked rows are left as torch.empty
     gave them (right, 0, on fresh memory)."""

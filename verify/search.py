@@ -19,7 +19,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import hypothesis
@@ -68,6 +68,18 @@ LENGTH_REPEAT_SHARE = 0.03
 #: calls instead of 155-180, 2.2 s -> 3.7 s for a plain PyTorch softmax and 9.7 s -> 11.7 s for
 #: attention (seeds 1-2).
 SEED_REPEATS = 1
+#: The probes whose cases get the checks that call the target a second time (output reuse,
+#: unwritten memory, stream order) at any size, where the first call was quick
+#: (engine.ANY_SIZE_CALL_CHECK_S): each runs once a cell, so a buffer a target reuses for large
+#: outputs only is still found.  Not the probes sized by the target's speed (the grid probes,
+#: many-tiles), whose estimates count one call, nor wide-offsets (a checked copy of each block).
+SECOND_CALL_PROBES = ("four-d", "many-rows", "long-row", "plateau-row", "index-width", "zero-scale",
+                      "causal-offset", "absorption", "many-heads", "mid-keys", "mid-queries")
+#: ...and one ordinary case in this many, by its seed (so that a replay and the shrink see the
+#: same checks): a pool that hands out a buffer for large outputs only shows on an attention case
+#: of the usual sizes, whose probes keep one dimension small (head dims of 1 in their simplest
+#: cases).
+SECOND_CALL_ODDS = 8
 #: After the first part of a cell (PROBE_ROUND_AT), the many-heads probe takes as many (batch,
 #: head) pairs as the measured speed (target and oracle) lets it finish in this share of the
 #: cell's budget, or in MANY_HEADS_SECONDS without one: MANY_HEADS_MAX_PAIRS at most, the size
@@ -202,6 +214,9 @@ class CheckOptions:
     compare_naive: bool = True
     shrink: bool = True  # False: report the first failing example as found (faster kills)
     probe_examples: int = 1  # examples of each rare probe the search tries (see probe_round)
+    #: The checks that call the target a second time at any input size (engine.ANY_SIZE_CALL_CHECK_S),
+    #: not for small inputs only: the search sets it for its probes' cases (SECOND_CALL_PROBES).
+    call_checks_at_any_size: bool = False
 
 
 @dataclass
@@ -520,10 +535,12 @@ def run_case(target: Target, case, opts: CheckOptions) -> engine.CaseOutcome:
     built = case.build(device=opts.device)
     if target.op == "softmax":
         return engine.check_softmax_input(target, built, masked_rows=opts.masked_rows, timeout=opts.timeout,
-                                          compare_naive=opts.compare_naive, tile=getattr(case.spec, "tile", 1))
+                                          compare_naive=opts.compare_naive, tile=getattr(case.spec, "tile", 1),
+                                          call_checks_at_any_size=opts.call_checks_at_any_size)
     return engine.check_attention_input(target, built.q, built.k, built.v, scale=built.scale, causal=built.causal,
                                         mask=built.mask, masked_rows=opts.masked_rows, timeout=opts.timeout,
-                                        compare_naive=opts.compare_naive, tile=getattr(case.spec, "tile", 1))
+                                        compare_naive=opts.compare_naive, tile=getattr(case.spec, "tile", 1),
+                                        call_checks_at_any_size=opts.call_checks_at_any_size)
 
 
 @contextmanager
@@ -617,7 +634,7 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
                              "work_seen": 0, "wall_seen": 0.0, "entries": 0, "grid": 0, "tiles": 0, "last_cost": None,
                              "probe_costs": {}, "tiles_pilots": {},
                              "last_case": None, "last_target_s": 0.0,
-                             "fastest_wall": math.inf}
+                             "fastest_wall": math.inf, "case_opts": opts}
     start = time.perf_counter()
     # The first example's time, up to max(budget, WARMUP_CAP_S), left out of the budget and of
     # the parts' deadlines (CheckOptions.exempt_warmup).
@@ -692,7 +709,10 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
                 raise _PartOver()
         began = time.perf_counter()
         try:
-            out = run_case(target, case, opts)
+            case_opts = state["case_opts"]
+            if not case_opts.call_checks_at_any_size and case.spec.seed % SECOND_CALL_ODDS == 0:
+                case_opts = replace(case_opts, call_checks_at_any_size=True)
+            out = run_case(target, case, case_opts)
         except engine.WideCaseUnaffordable as short:
             raise _WideSkipped(str(short)) from None
         except engine.DeviceContextLost as lost:
@@ -746,6 +766,7 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
         if seed is not None:
             test = hypothesis.seed(seed)(test)
         state["deadline"] = deadline
+        state["case_opts"] = replace(opts, call_checks_at_any_size=probe in SECOND_CALL_PROBES) if probe else opts
         # Probes force their shapes, and the climb varies the values of its best shape.
         limited = probe is None and not climb
         state["repeat_limit"] = max(SHAPE_REPEATS, math.ceil(SHAPE_REPEAT_SHARE * max_examples)) if limited else None
