@@ -271,6 +271,11 @@ def test_the_grid_probes_keep_within_declared_limits() -> None:
     limited = Capabilities(max_batch=2, max_heads=3)
     for case in _draw_many(attention_cases(caps=limited, max_seq=MAX_SEQ), 60):
         assert case.spec.batch <= 2 and case.spec.heads_q <= 3 or "attn:many-heads" in case.features
+    # The 16-bit index-width probe's two K/V heads (grouped by two) give way to a head limit.
+    for heads in (1, 2, 3):
+        for case in _draw_many(attention_cases(caps=Capabilities(max_heads=heads), max_seq=MAX_SEQ,
+                                               probe="index-width"), 8):
+            assert case.spec.heads_q <= heads and case.spec.heads_q % case.spec.heads_kv == 0, case.describe()
 
 
 def _draw_many(strategy, n: int) -> list:
