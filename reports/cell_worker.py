@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from kernels.registry import Target
-from verify import search
+from verify import engine, search
 from verify.contracts import Violation
 from verify.search import CellResult, CheckOptions
 
@@ -357,7 +357,8 @@ class IsolatedCells:
             from strategies.replay import case_from_dict
 
             case = case_from_dict(inflight["spec"])
-            cell.artifact = search._save(case, cell, base, cell.violation, "violation")
+            cell.artifact = search._save(case, cell, base, cell.violation, "violation",
+                                         engine.masked_rows_for(target, base.masked_rows))
         except Exception as e:  # the spec is still in the message: better than nothing
             cell.violation = Violation(kind, f"{cell.violation.message} (artifact not saved: {e}; spec "
                                              f"{json.dumps(inflight['spec'])})")

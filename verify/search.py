@@ -603,13 +603,13 @@ def row_length(case) -> int:
 
 
 def _save(case, cell: CellResult, opts: CheckOptions, violation: Violation | None, kind: str,
-          checked_masked_rows: str) -> str:
+          checked_masked_rows: str | None = None) -> str:
     art = artifacts.Artifact(
         op=cell.op, target=cell.target, dtype=cell.dtype, device=opts.device, inputs=case_inputs(case, cell.op),
         spec=case.spec.to_dict(), description=case.describe(),
         # What was asked, and what it meant for the target: a replay holds the rows to the latter.
-        options={"masked_rows": opts.masked_rows, "masked_rows_checked": checked_masked_rows,
-                 "timeout": opts.timeout},
+        options={"masked_rows": opts.masked_rows, "timeout": opts.timeout,
+                 **({"masked_rows_checked": checked_masked_rows} if checked_masked_rows else {})},
         violation=violation.to_dict() if violation else None, kind=kind,
     )
     return str(artifacts.save(art, opts.artifact_dir))
