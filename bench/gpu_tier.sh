@@ -5,7 +5,8 @@
 #   softmax.json, oracle.json, report.json, index.html and the saved counterexamples (cex/)
 # Usage on the GPU machine, from the repo root:  bash bench/gpu_tier.sh
 # The whole script needs ~16 min; a device call may run 10, so split it with the knobs
-# TIER_SKIP_TESTS=1 / TIER_SKIP_BENCH=1 / TIER_SKIP_RUN=1 (and TIER_TESTS, TIER_K, TIER_WORKERS).
+# TIER_SKIP_TESTS=1 / TIER_SKIP_BENCH=1 / TIER_SKIP_RUN=1 (and TIER_TESTS, TIER_K, TIER_WORKERS);
+# TIER_PIPELINED=1 first checks and times the pipelined softmax rows (off by default until then).
 # The GPU tests alone can outlast one call when cells fail and shrink: split them with TIER_K,
 # a pytest -k expression, e.g. TIER_K="attention and not mutant", then "not attention or mutant".
 set -uo pipefail
@@ -17,6 +18,18 @@ step() { echo "=== $(date -u +%H:%M:%S) $*" | tee -a "$log"; }
 
 step "environment"
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; python3 -c 'import torch, triton, hypothesis, mpmath; print("torch", torch.__version__, "triton", triton.__version__, "hypothesis", hypothesis.__version__, "mpmath", mpmath.__version__)'; } 2>&1 | tee -a "$log"
+
+if [ "${TIER_PIPELINED:-0}" = 1 ]; then
+# The pipelined softmax rows (kernels/triton_softmax.py, PIPELINED_BY_DEFAULT = False until this
+# passes on a GPU): their correctness test, then their timing against the default schedule.
+# A first call of a session: TIER_PIPELINED=1 TIER_SKIP_TESTS=1 TIER_SKIP_BENCH=1 TIER_SKIP_RUN=1.
+step "pytest -m gpu -k pipelined"
+timeout "${TIER_PIPE_TEST_S:-240}" python3 -m pytest -m gpu -q -p no:cacheprovider -rs -k pipelined \
+  tests/test_triton_kernels.py 2>&1 | tee "$OUT/pipelined-pytest.log" | tail -30 | tee -a "$log"
+step "bench/softmax.py --sweep --variants pipe"
+timeout "${TIER_PIPE_BENCH_S:-240}" python3 bench/softmax.py --sweep --variants pipe --dtypes bf16,fp16 \
+  --ns 16385,20000,32768 --rounds 2 --rep 20 --warmup 5 --out "$OUT/softmax-pipe.json" 2>&1 | tail -60 | tee -a "$log"
+fi
 
 if [ "${TIER_SKIP_TESTS:-0}" != 1 ]; then
 step "pytest -m gpu"
