@@ -231,11 +231,12 @@ def test_a_short_search_has_no_probe_round() -> None:
     assert len(_examples("ref-online-softmax", "float16", 6)) == 6
 
 
-def test_a_campaign_cell_tries_the_probes_in_its_first_chunk_only() -> None:
+def test_a_campaign_cell_tries_the_probes_in_its_first_chunk_only(monkeypatch) -> None:
     """The campaign searches a cell in chunks (check_cell calls); a probe's first example is its
     simplest, the same in every chunk, so only the first chunk runs the round."""
     from reports.campaign import run_cell
 
+    monkeypatch.setattr(search, "SPEED_GATED_PROBES", {})  # every probe, however slow its pilot
     target = get_target("ref-online-softmax")
     base = search.CheckOptions(compare_naive=False, shrink=False, profile=search.PROFILES["cpu"])
     seen = []
@@ -288,3 +289,34 @@ def _draw_many(strategy, n: int) -> list:
 
     collect()
     return seen
+
+
+@pytest.mark.parametrize("slow", [False, True])
+def test_the_plateau_row_is_tried_only_where_the_long_row_was_quick(slow: bool) -> None:
+    """search.SPEED_GATED_PROBES: the plateau-row probe repeats the long row's length, so it runs
+    only where the long-row probe's case took at most a second."""
+    import time
+
+    import torch
+
+    from kernels.registry import Target
+    from verify.capabilities import Capabilities
+
+    def softmax(x):
+        if slow and x.shape[-1] > 16000:
+            time.sleep(1.2)
+        return torch.softmax(x.float(), -1).to(x.dtype)
+
+    target = Target("sleepy", "softmax", softmax, Capabilities(dtypes=("float32",)), "sleeps on long rows")
+    opts = search.CheckOptions(max_examples=30, seed=1, compare_naive=False, shrink=False,
+                               profile=search.PROFILES["cpu"])
+    seen = []
+    with search.observing_cases(before=seen.append):
+        cell = search.check_cell(target, "float32", opts)
+    assert cell.status == "passed"
+    args = search._strategy_args(target, "float32", opts)
+    first = settings(max_examples=1, phases=[Phase.generate], **_QUIET)
+    long_row = find(softmax_cases(**args, probe="long-row"), lambda c: True, settings=first)
+    plateau = find(softmax_cases(**args, probe="plateau-row"), lambda c: True, settings=first)
+    assert sum(c.spec == long_row.spec for c in seen) == 1
+    assert sum(c.spec == plateau.spec for c in seen) == (0 if slow else 1)
