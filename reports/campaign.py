@@ -556,7 +556,6 @@ def run_mutation(opts: CampaignOptions, slice_s: float, progress: _Progress, poo
     pool.run([job(m, len(m.caps.dtypes)) for m in CONTROLS], controls_end, MIN_MUTANT_DTYPE_S,
              finished(len(MUTANTS)))
     return {"enabled": True, "reason": None, "budget_s": round(slice_s, 3),
-            "floor_s": round(mutation_floor_s(opts.device, pool.jobs), 3),
             "seconds": round(time.perf_counter() - start, 3), "max_examples_per_dtype": MUTANT_MAX_EXAMPLES,
             "jobs": pool.jobs, "summary": mutation.summary(results), "results": rows}
 
@@ -638,6 +637,7 @@ def run_campaign(opts: CampaignOptions) -> CampaignResult:
             progress.line(f"mutation testing: {slice_s:.0f}s shared by the mutants and controls")
             t0 = time.perf_counter()
             mutation = run_mutation(opts, slice_s, progress, pool)
+            mutation["floor_s"] = round(floor, 3)
             timings["mutants_s"] = time.perf_counter() - t0
         else:
             mutation = {"enabled": False, "reason": "--no-mutants", "budget_s": 0.0, "seconds": 0.0,

@@ -538,8 +538,6 @@ def plateau_level(recipe: ValueRecipe, fmt: FloatFormat, count: int) -> float:
     row still sums past ``F`` relative to its first part."""
     stats = fmt if recipe.count >= 1 else get_format("float64" if fmt.name == "float64" else "float32")
     level = recipe.offset + math.log(stats.max_finite) - math.log(count) + recipe.gap
-    if level == 0.0:
-        return level
     # The spacing of fmt's numbers at level: a power of two, so the rounding up is exact.
     step = math.ldexp(1.0, max(math.frexp(level)[1] - 1, fmt.emin) - fmt.precision + 1)
     return math.ceil(level / step) * step

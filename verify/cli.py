@@ -225,8 +225,8 @@ def cmd_replay(args) -> int:
             raise UsageError(f"the artifact was recorded on {art.device}; no CUDA here. Add --device cpu to try it on CPU.")
     # The policy the rows were held to; an artifact from before it was recorded kept what was asked,
     # where "either" (then the default) meant what the target declares.
-    masked = art.options.get("masked_rows_checked") or {"either": "declared"}.get(
-        art.options.get("masked_rows", "declared"), art.options.get("masked_rows", "declared"))
+    asked = art.options.get("masked_rows", "declared")
+    masked = art.options.get("masked_rows_checked") or ("declared" if asked == "either" else asked)
     timeout = args.timeout or art.options.get("timeout") or 120.0
     try:
         inp, how = artifacts.replay_inputs(art, device)

@@ -641,7 +641,8 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
                              "work_seen": 0, "wall_seen": 0.0, "entries": 0, "grid": 0, "tiles": 0, "last_cost": None,
                              "probe_costs": {}, "tiles_pilots": {},
                              "last_case": None, "last_target_s": 0.0,
-                             "fastest_wall": math.inf, "case_opts": opts}
+                             "fastest_wall": math.inf, "any_size": False}
+    any_size_opts = replace(opts, call_checks_at_any_size=True)  # a probe's cases, one in SECOND_CALL_ODDS
     start = time.perf_counter()
     # The first example's time, up to max(budget, WARMUP_CAP_S), left out of the budget and of
     # the parts' deadlines (CheckOptions.exempt_warmup).
@@ -716,10 +717,8 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
                 raise _PartOver()
         began = time.perf_counter()
         try:
-            case_opts = state["case_opts"]
-            if not case_opts.call_checks_at_any_size and case.spec.seed % SECOND_CALL_ODDS == 0:
-                case_opts = replace(case_opts, call_checks_at_any_size=True)
-            out = run_case(target, case, case_opts)
+            any_size = state["any_size"] or case.spec.seed % SECOND_CALL_ODDS == 0
+            out = run_case(target, case, any_size_opts if any_size else opts)
         except engine.WideCaseUnaffordable as short:
             raise _WideSkipped(str(short)) from None
         except engine.DeviceContextLost as lost:
@@ -773,7 +772,7 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
         if seed is not None:
             test = hypothesis.seed(seed)(test)
         state["deadline"] = deadline
-        state["case_opts"] = replace(opts, call_checks_at_any_size=probe in SECOND_CALL_PROBES) if probe else opts
+        state["any_size"] = probe in SECOND_CALL_PROBES
         # Probes force their shapes, and the climb varies the values of its best shape.
         limited = probe is None and not climb
         state["repeat_limit"] = max(SHAPE_REPEATS, math.ceil(SHAPE_REPEAT_SHARE * max_examples)) if limited else None
