@@ -130,8 +130,13 @@ ROW_COST = 32
 GRID_ROWS_MAX_LENGTH = 16
 #: The rare probes of ``softmax_cases``, by name: ``probe=`` draws only that one (and
 #: ``softmax_probes`` says which the arguments allow).
-SOFTMAX_PROBES = ("four-d", "many-rows", "long-row", "plateau-row", "index-width", "grid-rows",
+SOFTMAX_PROBES = ("four-d", "many-rows", "mixed-row", "long-row", "plateau-row", "index-width", "grid-rows",
                   "wide-offsets")  # cheapest first
+#: The mixed-row probe's longest row (``probe="mixed-row"``): one or two well-mixed rows of
+#: MIXED_MIN_LENGTH to this many entries.  A sum rounded toward zero is off by ~n u_c / 3
+#: against the bias check's ~10 sqrt(n) u_c, so the margin grows as sqrt(n) / 30: 3.0x here,
+#: at half the cost of the long-row probe's 16385 entries (one ragged entry past 2**13).
+MIXED_PROBE_MAX_LENGTH = 8193
 #: The wide-offsets probe (``probe="wide-offsets"`` only, with ``wide_offsets=True``): a drawn
 #: block of 1 to WIDE_BLOCK_ROWS rows of WIDE_MIN_LENGTH to WIDE_MAX_LENGTH entries (and the
 #: target's max_length), repeated along the rows past ``lengths.WIDE_OFFSET_ELEMENTS``.
@@ -441,6 +446,7 @@ class _SoftmaxConfig:
     zero_strides: bool = True  # the lead-broadcast layout (caps.zero_strides)
     vector: bool = True  # one row may come as a 1-D input (caps.vector_input)
     wide_range: tuple[int, int] | None = None  # block lengths of the wide-offsets probe
+    mixed_range: tuple[int, int] | None = None  # lengths of the mixed-row probe
 
     def unavailable_probes(self) -> dict[str, str]:
         """The probes these settings cannot draw, each with the reason."""
@@ -453,6 +459,9 @@ class _SoftmaxConfig:
         if self.long_range is None:
             out["long-row"] = "long_rows=False, or caps.max_length leaves no length past max_length"
             out["plateau-row"] = out["long-row"]
+        if self.mixed_range is None:
+            out["mixed-row"] = (f"long_rows=False, or caps.max_length below the summation-bias check's "
+                                f"{MIXED_MIN_LENGTH} entries")
         if self.many_rows is None:
             out["many-rows"] = f"many_rows=False, or max_rows >= {MANY_ROWS[1]}"
         if not self.four_d:
@@ -521,6 +530,11 @@ def softmax_cases(
       (``values.full_drift``).  ``probe="plateau-row"`` (forced only) draws the long rows the
       same way, the simplest case one row of the longest length on a step just past the sum's
       overflow edge (``values.stale_plateau``): a maximum that lags behind overflows the sum.
+      ``probe="mixed-row"`` (forced only; it needs ``long_rows``) draws one or two well-mixed
+      rows (``values.well_mixed``, no mask or special value) of ``MIXED_MIN_LENGTH`` to
+      ``MIXED_PROBE_MAX_LENGTH`` entries (and ``caps.max_length``), the longest in the simplest
+      case: ``verify.tolerance.softmax_bias_bound`` holds their sums to a probabilistic bound,
+      which a sum that rounds one way (toward zero, truncated) breaks.
     * ``many_rows``: about one example in ``MANY_ROWS_ODDS`` holds about 25..600 rows in
       all (past ``max_rows``; split over the batch and heads when there are some) of at
       most 32 entries (2 at least, where allowed) each and ``MANY_ROWS_SPAN * max_length``
@@ -637,10 +651,12 @@ def _softmax_config(dtypes, caps, max_length, max_rows, special_values, masks, e
     grid = grid_counts(grid_rows) if probes else ()
     wide_lo, wide_hi = max(lo, WIDE_MIN_LENGTH), min(caps.max_length or WIDE_MAX_LENGTH, WIDE_MAX_LENGTH)
     wide_range = (wide_lo, wide_hi) if wide_offsets and probes and wide_lo <= wide_hi else None
+    mixed_lo, mixed_hi = max(lo, MIXED_MIN_LENGTH), min(caps.max_length or MIXED_PROBE_MAX_LENGTH, MIXED_PROBE_MAX_LENGTH)
+    mixed_range = (mixed_lo, mixed_hi) if long_rows and probes and mixed_lo <= mixed_hi else None
     config = _SoftmaxConfig(call, formats, lo, hi, max_rows, specials_on, masks_on, caps.noncontiguous, elementwise,
                             wide, four_d and probes, long_range, long_kinds, many, many_length,
                             many_entries, grid, probe, zero_strides=caps.zero_strides,
-                            vector=caps.vector_input, wide_range=wide_range)
+                            vector=caps.vector_input, wide_range=wide_range, mixed_range=mixed_range)
     return config
 
 
@@ -719,6 +735,12 @@ def _softmax_cases(draw: st.DrawFn, c: _SoftmaxConfig) -> SoftmaxCase:
             length, rows = draw(lengths(*c.wide_range)), draw(st.integers(1, WIDE_BLOCK_ROWS))
             rows = off_powers_of_two(rows, length)  # no block of 2**k entries
             batch, heads, tile = 0, 0, wide_repetitions(rows * length)
+        elif forced == "mixed-row":
+            # One or two well-mixed rows (below), the longest one time in two and in the simplest
+            # case (the bias check's margin grows with the length); with a batch, as (1, rows, N).
+            full = not draw(st.booleans())
+            length = c.mixed_range[1] if full else draw(lengths(*c.mixed_range))
+            rows, batch, heads = 2 if rows % 2 == 0 else 1, min(batch, 1), 0
         elif wide:  # one long row: the cost stays that of an ordinary example
             length, rows, batch, heads = index_width_length(c.index_lengths, seed), 1, 0, 0
         elif long_row:
@@ -744,7 +766,8 @@ def _softmax_cases(draw: st.DrawFn, c: _SoftmaxConfig) -> SoftmaxCase:
     if wide or tile > 1:
         # Rows that tell positions apart: a constant row read from the wrong place looks right.
         recipes = tuple(position_distinct(r, fmt) for r in recipes)
-    mixed = rare(draw, MIXED_ODDS) and length >= MIXED_MIN_LENGTH and not wide and tile == 1
+    mixed = ((rare(draw, MIXED_ODDS) or c.probe == "mixed-row") and length >= MIXED_MIN_LENGTH and not wide
+             and tile == 1)
     if mixed:
         recipes = tuple(well_mixed(r, fmt) for r in recipes)
     mode = "explicit" if c.elementwise else "recipes"

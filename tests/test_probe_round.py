@@ -44,6 +44,8 @@ def _softmax_probe_holds(probe: str, case) -> bool:
         "index-width": s.length in INDEX_WIDTH_LENGTHS and total_rows == 1,
         "long-row": MAX_LENGTH < s.length <= 16385 and total_rows <= 2,
         "plateau-row": MAX_LENGTH < s.length <= 16385 and total_rows <= 2 and s.recipes[0].kind == "plateau",
+        "mixed-row": (S.MIXED_MIN_LENGTH <= s.length <= S.MIXED_PROBE_MAX_LENGTH and total_rows <= 2
+                      and all(r.kind == "uniform" for r in s.recipes) and s.mask.kind == "none" and not s.specials),
         "many-rows": MAX_ROWS < total_rows <= S.MANY_ROWS[1] and s.length <= MAX_LENGTH,
         "four-d": s.heads >= 1 and s.batch >= 1 and "shape:4d" in case.features,
         "grid-rows": total_rows > GRID_AXIS_LIMIT and s.length <= S.GRID_ROWS_MAX_LENGTH and "rows:grid" in case.features,
@@ -170,8 +172,12 @@ def test_which_probes_the_arguments_allow_and_clear_errors_otherwise() -> None:
     assert softmax_probes(elementwise=True) == ()
     assert softmax_probes(caps=Capabilities(max_length=1000), max_length=300) == ("four-d", "many-rows", "long-row",
                                                                                   "plateau-row")
-    assert softmax_probes(many_rows=False, four_d=False) == ("long-row", "plateau-row", "index-width")
+    assert softmax_probes(many_rows=False, four_d=False) == ("mixed-row", "long-row", "plateau-row", "index-width")
     assert "plateau-row" not in softmax_probes(long_rows=False)
+    assert "mixed-row" not in softmax_probes(long_rows=False)
+    # the summation-bias check needs rows of 2048 entries: a target limited below has no mixed row
+    assert "mixed-row" not in softmax_probes(caps=Capabilities(max_length=S.MIXED_MIN_LENGTH - 1))
+    assert "mixed-row" in softmax_probes(caps=Capabilities(max_length=S.MIXED_MIN_LENGTH))
     assert attention_probes(probes=False, index_widths=False) == ("zero-scale", "causal-offset")  # not sizes
     assert attention_probes(max_seq=8) == ("zero-scale", "causal-offset", "many-heads", "mid-keys", "mid-queries",
                                            "index-width")  # absorption: 17 keys
@@ -289,6 +295,25 @@ def _draw_many(strategy, n: int) -> list:
 
     collect()
     return seen
+
+
+def test_a_speed_gated_probe_follows_its_pilots_time() -> None:
+    """search.speed_gated_out: over the pilot's limit (seconds, plus a share of the budget where
+    there is one), or a pilot that never finished, skips the probe; a pilot the round did not try
+    gates nothing."""
+    gated = search.speed_gated_out
+    ran = ("many-rows", "mixed-row", "long-row", "plateau-row")
+    assert not gated("plateau-row", ran, {"long-row": (16417, 0.9)}, None)
+    assert gated("plateau-row", ran, {"long-row": (16417, 1.1)}, None)
+    assert gated("plateau-row", ran, {"long-row": (16417, 1.1)}, 1000.0)  # plateau: seconds only
+    assert gated("plateau-row", ran, {"long-row": None}, None)
+    assert not gated("plateau-row", ("plateau-row",), {}, None)
+    # mixed-row: 3 % of the budget; no limit without one
+    assert not gated("mixed-row", ran, {"many-rows": (1000, 0.03)}, 2.3)
+    assert gated("mixed-row", ran, {"many-rows": (1000, 0.3)}, 5.2)
+    assert not gated("mixed-row", ran, {"many-rows": (1000, 0.3)}, 60.0)
+    assert not gated("mixed-row", ran, {"many-rows": (1000, 30.0)}, None)
+    assert not gated("long-row", ran, {}, 1.0)
 
 
 @pytest.mark.parametrize("slow", [False, True])

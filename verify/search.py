@@ -75,13 +75,34 @@ SEED_REPEATS = 1
 #: many-tiles), whose estimates count one call, nor wide-offsets (a checked copy of each block).
 SECOND_CALL_PROBES = ("four-d", "many-rows", "long-row", "plateau-row", "index-width", "zero-scale",
                       "causal-offset", "absorption", "many-heads", "mid-keys", "mid-queries")
-#: Probes of the round tried only where the probe named took at most this many seconds (its
-#: whole check): the plateau row repeats the long row's length, and a kernel under the Triton
-#: interpreter took seconds for each, which the campaign's few seconds a mutant dtype could not
-#: spare (a main job on the CPU, 2026-12-05: an interpreted mutant killed at seeds 1, 2 and the
-#: job's in 7-10 examples survived all three).  On a GPU and for PyTorch on the CPU, a long row
-#: takes milliseconds.
-SPEED_GATED_PROBES = {"plateau-row": ("long-row", 1.0)}
+#: Probes of the round tried only where the probe named (the pilot, earlier in the round) took
+#: at most ``seconds + share * budget`` (its whole check; no limit from the share without a
+#: budget), see ``speed_gated_out``:
+#: - plateau-row, after long-row: the plateau row repeats the long row's length, and a kernel
+#:   under the Triton interpreter took seconds for each, which the campaign's few seconds a
+#:   mutant dtype could not spare (a main job on the CPU, 2026-12-05: an interpreted mutant
+#:   killed at seeds 1, 2 and the job's in 7-10 examples survived all three).
+#: - mixed-row, after many-rows: an 8193-entry row took a kernel under the interpreter 0.8-1.6 s
+#:   (many-rows: 0.3 s), again the margin of an interpreted mutant in the main job; a PyTorch
+#:   callable on the CPU took 0.03 s for many-rows, 0.2 s for the mixed row.
+#: On a GPU each takes milliseconds.
+SPEED_GATED_PROBES = {"plateau-row": ("long-row", 1.0, 0.0), "mixed-row": ("many-rows", 0.0, 0.03)}
+
+
+def speed_gated_out(probe: str, ran: tuple[str, ...], costs: dict, budget_s: float | None) -> bool:
+    """Whether the probe round skips ``probe`` (SPEED_GATED_PROBES): its pilot is among the
+    probes ``ran`` tried and its case took longer than allowed, or never finished (``costs``:
+    probe -> (probe_work, wall seconds) or None).  A pilot the round did not try gates nothing."""
+    if probe not in SPEED_GATED_PROBES:
+        return False
+    pilot, seconds, share = SPEED_GATED_PROBES[probe]
+    if pilot not in ran:
+        return False
+    cost = costs.get(pilot)
+    if cost is None:
+        return True
+    limit = seconds + (share * budget_s if budget_s is not None else (math.inf if share else 0.0))
+    return cost[1] > limit
 #: ...and one ordinary case in this many, by its seed (so that a replay and the shrink see the
 #: same checks): a pool that hands out a buffer for large outputs only shows on an attention case
 #: of the usual sizes, whose probes keep one dimension small (head dims of 1 in their simplest
@@ -879,9 +900,8 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
             else:
                 state["entries"] = many_rows_entries(state["wall_seen"], state["work_seen"], opts.budget_s)
             for probe in probes:
-                pilot, most_s = SPEED_GATED_PROBES.get(probe, (None, 0.0))
-                if pilot is not None and (state["probe_costs"].get(pilot) or (0, math.inf))[1] > most_s:
-                    continue  # the pilot's case was slow (or did not run): see SPEED_GATED_PROBES
+                if speed_gated_out(probe, probes, state["probe_costs"], opts.budget_s):
+                    continue  # the pilot's case was slow (or did not finish): see SPEED_GATED_PROBES
                 state["last_cost"] = None
                 search(probe, opts.probe_examples, opts.seed)
                 state["probe_costs"][probe] = state["last_cost"]
