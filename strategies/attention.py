@@ -179,6 +179,23 @@ ABSORPTION_KV_HEADS = 4
 ABSORPTION_BLOCKS = (8, 16, 32, 64, 128, 256)
 ABSORPTION_FRACTIONS = (0.9, 0.7)  # the first, the probe's simplest, drops the most
 ABSORPTION_MIN_V_VALUE = 2.0**-4
+#: The far-tail probe (forced with ``probe="far-tail"``, and one absorption case in two drawn at
+#: random): the absorption probe's geometry (Q = 1, every key visible, K = 0 but for the spike
+#: at the first or the last key of each head) with the spike G nats above every other key and
+#: the spike's value 0, every other key's V the same ``value``.  The output is then the far
+#: tail's alone, (Nk - 1) e^-G value / (1 + (Nk - 1) e^-G): a kernel that drops weights or
+#: blocks far below the running maximum ("negligible" past a threshold, a rescale factor
+#: flushed to 0) gives 0 instead, an error of the whole output, whatever the tolerance.  G is
+#: the largest of FAR_TAIL_GAPS whose tail weight e^-G stays FAR_TAIL_NORMAL_MARGIN nats inside
+#: the normal range of the format P may be kept in (the input format for 16-bit inputs, which
+#: the policy lets a kernel round P to before its P V product; the compute format otherwise:
+#: subnormal results may flush to zero on GPUs), and whose output is at least
+#: FAR_TAIL_MIN_OUTPUT of the format's smallest normal.  float16 reaches 8 nats only (its
+#: smallest normal is e^-9.7: a correct kernel with P in float16 loses a farther tail), bfloat16
+#: and float32 80, float64 700.
+FAR_TAIL_GAPS = (700.0, 300.0, 80.0, 44.0, 24.0, 16.0, 8.0)
+FAR_TAIL_NORMAL_MARGIN = 1.0
+FAR_TAIL_MIN_OUTPUT = 64.0
 #: The rare probes of ``attention_cases``, by name: ``probe=`` draws only that one (and
 #: ``attention_probes`` says which the arguments allow).  ``zero-scale``: scale = 0 (drawn
 #: one time in ``ZERO_SCALE_ODDS`` otherwise); ``index-width``: Nk at the edge of 16-bit key
@@ -186,7 +203,7 @@ ABSORPTION_MIN_V_VALUE = 2.0**-4
 #: ``many-heads``: many (batch, head) pairs; ``absorption``: see ``ABSORPTION_MIN_KEYS``;
 #: ``grid-heads`` and ``many-tiles`` (forced only): see GRID_HEADS_MAX_SEQ and TILES_RUNGS;
 #: ``causal-offset`` (forced only): causal with Nq and Nk apart, see CAUSAL_OFFSET_SIDES.
-ATTENTION_PROBES = ("zero-scale", "causal-offset", "absorption", "many-heads", "mid-keys", "mid-queries",
+ATTENTION_PROBES = ("zero-scale", "causal-offset", "absorption", "far-tail", "many-heads", "mid-keys", "mid-queries",
                     "index-width", "grid-heads", "many-tiles", "wide-offsets")  # cheapest first
 #: The wide-offsets probe (``probe="wide-offsets"`` only, with ``wide_offsets=True``): one batch
 #: entry of 1 to WIDE_BLOCK_HEADS heads (Hq = Hkv), Nq = Nk from WIDE_MIN_SEQ to WIDE_MAX_SEQ (and
@@ -198,7 +215,7 @@ WIDE_MAX_SEQ = 256
 #: The value of the probe draw that takes each of the probes drawn by it (the two long-sequence
 #: probes share one: a second draw picks the side).
 _PROBE_DRAWS = {"mid-keys": PROBE_ODDS - 1, "mid-queries": PROBE_ODDS - 1, "many-heads": PROBE_ODDS - 2,
-                "absorption": PROBE_ODDS - 3}
+                "absorption": PROBE_ODDS - 3, "far-tail": PROBE_ODDS - 3}
 #: The causal-offset probe (forced only, within the size profile): causal with the longest keys
 #: against about half as many queries (the simplest case) or the reverse.  Top-left and
 #: bottom-right alignment differ on every query then, and so do a diagonal that ignores Nq or
@@ -785,6 +802,7 @@ class _AttentionConfig:
                                    "head dims, lengths and pair limit allow no block that repeats past 2**31")
         if not (self.absorption and self.max_seq >= ABSORPTION_MIN_KEYS):
             out["absorption"] = f"probes=False, or max_seq (within caps) below {ABSORPTION_MIN_KEYS}"
+            out["far-tail"] = out["absorption"]
         return out
 
     def __repr__(self) -> str:
@@ -1158,6 +1176,31 @@ def _absorption_recipes(fmt: FloatFormat, head_dim: int, block: int,
     return ValueRecipe("constant", offset=1.0), ValueRecipe("key-spike", scale=0.0, gap=gap, count=2)
 
 
+def far_tail_gaps(fmt: FloatFormat, seq_k: int) -> tuple[float, ...]:
+    """The FAR_TAIL_GAPS a far-tail case of ``seq_k`` keys in ``fmt`` can take (largest first):
+    e^-G inside the normal range of P's format (``fmt`` for 16-bit inputs, else the compute
+    format) by FAR_TAIL_NORMAL_MARGIN nats, and the output, about (seq_k - 1) e^-G times V's
+    value here, FAR_TAIL_MIN_OUTPUT smallest normals or more."""
+    p_format = fmt if fmt.precision < 24 else FORMATS["float64" if fmt.precision > 24 else "float32"]
+    value = v_limit(fmt, seq_k) / 8.0
+    top = min(-math.log(p_format.smallest_normal) - FAR_TAIL_NORMAL_MARGIN,
+              math.log((seq_k - 1) * value / (FAR_TAIL_MIN_OUTPUT * fmt.smallest_normal)))
+    return tuple(g for g in FAR_TAIL_GAPS if g <= top)
+
+
+def _far_tail_recipes(fmt: FloatFormat, head_dim: int, seq_k: int,
+                      end: int) -> tuple[ValueRecipe, ValueRecipe, ValueRecipe]:
+    """Q, K and V of a far-tail case (see FAR_TAIL_GAPS), default scale: Q = 1; K = 0 but for the
+    key at ``end`` (0 the first, 1 the last) of each head, whose entries are G / sqrt(D) (its score
+    sqrt(D) of them: G, to within their rounding to ``fmt``); V = value but 0 at that key."""
+    gaps = far_tail_gaps(fmt, seq_k) or FAR_TAIL_GAPS[-1:]
+    value = _floor_to_format(v_limit(fmt, seq_k) / 8.0, fmt)
+    q = ValueRecipe("constant", offset=1.0)
+    k = ValueRecipe("key-spike", scale=0.0, gap=gaps[0] / math.sqrt(head_dim), count=end)
+    v = ValueRecipe("key-spike", scale=0.0, offset=value, gap=-value, count=end)
+    return q, k, v
+
+
 #: Three cases in four are "tamed": where their scores could be so large that the tolerance
 #: gives up on them (a bound on a score's rounding error past ILL_CONDITIONED_ARGUMENT_ERROR:
 #: an infinite tolerance, only the hull checked), the scale is cut so that the largest score
@@ -1312,6 +1355,10 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         seq_k = largest_first(draw, low, c.max_seq)
         heads_kv = max(heads_kv, min(ABSORPTION_KV_HEADS, c.max_heads))  # both spike ends, likely
         group = 1
+    # One absorption case in two drawn at random is a far-tail case (False first: it shrinks to
+    # absorption); forced, the probe decides.  Drawn for every case, so a case costs as many choices.
+    far_tail = draw(st.booleans()) if c.probe is None else c.probe == "far-tail"
+    far_tail = far_tail and absorb
     long_side, full_keys = None, False
     if probe == PROBE_ODDS - 1:
         sides = [side for side, top in (("keys", c.mid_keys_max), ("queries", c.mid_queries_max)) if top > c.max_seq]
@@ -1511,6 +1558,12 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         q, k = _absorption_recipes(fmt, head_dim, block, fraction)
         value = min(max(v.scale, ABSORPTION_MIN_V_VALUE), v_limit(fmt, seq_k) / 8.0)
         v = ValueRecipe("ends-opposed", scale=value / 16.0, offset=value)
+        # The spike at the first key (the simplest case: a kernel walking the keys forward sees
+        # the maximum first and every later block far below it) or the last (the tail's sum is
+        # then rescaled by e^-G at once); the same end in K and V.
+        end = draw(st.integers(0, 1))
+        if far_tail:
+            q, k, v = _far_tail_recipes(fmt, head_dim, seq_k, end)
     if full_keys:
         # Every key visible to every query (a top-left causal flag would leave 16 of them), at
         # the default scale, no special value: see GENTLE_RISE.

@@ -131,8 +131,8 @@ SOFTMAX_VALUE_KINDS = (
 QK_VALUE_KINDS = ("normal", "uniform", "constant", "outliers", "cancellation", "seq-drift", "slab-levels")
 #: K recipes only the absorption probe draws (see ``strategies.attention``).
 PROBE_K_VALUE_KINDS = ("key-spike",)
-#: V recipes only the absorption probe draws.
-PROBE_V_VALUE_KINDS = ("ends-opposed",)
+#: V recipes only the absorption probe draws (key-spike: its far-tail cases, the spike key's V at 0).
+PROBE_V_VALUE_KINDS = ("ends-opposed", "key-spike")
 V_VALUE_KINDS = QK_VALUE_KINDS + ("full-range",)
 
 #: Softmax layouts, simplest first.  "misaligned" stays last: its feature is

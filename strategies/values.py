@@ -75,7 +75,8 @@ key-spike
     (batch, head)), adds ``gap`` to each of its entries: with a constant Q, that key
     outscores all the others by the same margin (see the absorption probe in
     ``strategies.attention``).  Either end, because a kernel may walk the key blocks in
-    either order.
+    either order.  In V (the far-tail probe), the same key's value moved by ``gap``:
+    with ``scale`` 0 and ``gap = -offset``, 0 there and ``offset`` at every other key.
 ends-opposed
     (V of attention only) ``-offset + scale * N(0,1)`` for every key but the first and the
     last of each (batch, head), which take ``+offset + scale * N(0,1)``: the absorption

@@ -61,6 +61,8 @@ def _attention_probe_holds(probe: str, case) -> bool:
         "mid-queries": MAX_SEQ < s.seq_q <= A.MID_QUERIES_MAX and s.seq_k <= A.MID_QUERIES_MAX_KEYS,
         "many-heads": max(s.seq_q, s.seq_k) <= A.MANY_HEADS_MAX_SEQ and s.batch <= A.MANY_HEADS_MAX_BATCH,
         "absorption": s.k.kind == "key-spike" and s.v.kind == "ends-opposed" and s.q.kind == "constant",
+        "far-tail": (s.k.kind == "key-spike" and s.v.kind == "key-spike" and s.q.kind == "constant"
+                     and s.v.scale == 0.0 and s.v.gap == -s.v.offset and s.k.count == s.v.count),
         "grid-heads": (s.batch * s.heads_q > GRID_AXIS_LIMIT and max(s.seq_q, s.seq_k) <= A.GRID_HEADS_MAX_SEQ
                        and "attn:grid-heads" in case.features
                        and (s.mask is None or s.mask_shape in ("qk", "11qk", "1qk", "q1"))),  # masks shared by all pairs

@@ -797,6 +797,43 @@ def test_long_key_probes_make_a_misread_key_visible() -> None:
     assert min(seen) > 8, sorted(seen)[:5]
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
+def test_far_tail_cases_put_the_whole_output_in_the_tail(dtype: str) -> None:
+    """strategies.attention.FAR_TAIL_GAPS: in each (batch, head) the spike key (the first or the
+    last, the same in K and V) outscores every other key by G and has V = 0, so the exact output
+    is the far tail's alone, a normal number of the format, and each tail weight e^-G is a normal
+    number of P's format.  A kernel that drops weights below e^-(G - 1) relative to the maximum
+    then gives 0: an error of the whole output."""
+    from strategies.attention import FAR_TAIL_GAPS, far_tail_gaps
+    fmt = get_format(dtype)
+    p_format = fmt if fmt.precision < 24 else get_format("float64" if fmt.precision > 24 else "float32")
+
+    @settings(max_examples=12, database=None, phases=[Phase.generate], derandomize=True,
+              suppress_health_check=list(HealthCheck))
+    @given(attention_cases(dtypes=(dtype,), max_seq=64, probe="far-tail"))
+    def probe(case: AttentionCase) -> None:
+        s = case.spec
+        assert s.mask is None and not s.causal and not s.specials and s.scale is None
+        x = case.build()
+        scores = x.scale * x.q.double()[:, :, :1] @ x.k.double().transpose(-1, -2)  # (B, H, 1, Nk)
+        top = scores.amax(-1, keepdim=True)
+        spike = 0 if s.k.count == 0 else s.seq_k - 1
+        assert (scores.argmax(-1) == spike).all()
+        gap = float((top - scores).flatten(0, -2)[:, 1 if spike == 0 else 0].max())
+        wanted = far_tail_gaps(fmt, s.seq_k)[0]
+        assert wanted in FAR_TAIL_GAPS and abs(gap - wanted) <= 2 ** -6 * wanted, (gap, wanted)
+        assert math.exp(-gap) >= p_format.smallest_normal
+        v = x.v.double()
+        assert (v[:, :, spike] == 0).all()
+        assert (torch.cat([v[:, :, :spike], v[:, :, spike + 1:]], 2) != 0).all()
+        out = torch.softmax(scores, -1) @ v.repeat_interleave(s.heads_q // s.heads_kv, 1)
+        assert out.abs().amin() >= 64 * fmt.smallest_normal
+        flushed = torch.where(scores - top < -(gap - 1.0), 0.0, torch.exp(scores - top))
+        assert (flushed @ v.repeat_interleave(s.heads_q // s.heads_kv, 1) == 0).all()
+
+    probe()
+
+
 def test_absorption_probes_lose_many_roundings_to_a_low_precision_running_sum() -> None:
     """The absorption probe exists to show a kernel whose running sum (or accumulator) is
     kept in the input format between key blocks.  In each (batch, head) one key, the first
@@ -812,8 +849,8 @@ def test_absorption_probes_lose_many_roundings_to_a_low_precision_running_sum() 
     @given(attention_cases(dtypes=("float16", "bfloat16"), max_seq=64, index_widths=False))
     def probe(case: AttentionCase) -> None:
         s = case.spec
-        if s.k.kind != "key-spike":
-            return
+        if s.k.kind != "key-spike" or s.v.kind != "ends-opposed":
+            return  # not absorption (a far-tail case has a key-spike V)
         assert s.q.kind == "constant" and s.scale is None and s.mask is None and not s.causal and not s.specials
         assert s.seq_k >= 17 and s.batch * s.heads_kv >= 2 and "k:key-spike" in case.features
         x = case.build()
@@ -910,7 +947,8 @@ def test_attention_reaches_scale_zero_mask_layouts_and_head_dims_past_256() -> N
     for layout in ("sliced", "transposed", "expanded"):
         found = find(strat, lambda c, layout=layout: c.spec.mask_layout == layout, settings=cfg)
         assert f"mask-layout:{layout}" in found.features
-    assert find(strat, lambda c: c.spec.mask_shape == "1hqk", settings=cfg).build().mask.shape[0] == 1
+    mask = find(strat, lambda c: c.spec.mask_shape == "1hqk", settings=cfg).build().mask
+    assert mask.shape[0] == 1 or mask.stride(0) == 0  # the "expanded" layout: the batch by stride 0
     contiguous_only = attention_cases(dtypes=("float32",), max_seq=8, caps=Capabilities(noncontiguous=False))
     with pytest.raises(NoSuchExample):
         find(contiguous_only, lambda c: c.spec.mask_layout != "contiguous",
