@@ -203,8 +203,20 @@ FAR_TAIL_MIN_OUTPUT = 64.0
 #: ``many-heads``: many (batch, head) pairs; ``absorption``: see ``ABSORPTION_MIN_KEYS``;
 #: ``grid-heads`` and ``many-tiles`` (forced only): see GRID_HEADS_MAX_SEQ and TILES_RUNGS;
 #: ``causal-offset`` (forced only): causal with Nq and Nk apart, see CAUSAL_OFFSET_SIDES.
-ATTENTION_PROBES = ("zero-scale", "causal-offset", "absorption", "far-tail", "many-heads", "mid-keys", "mid-queries",
-                    "index-width", "grid-heads", "many-tiles", "wide-offsets")  # cheapest first
+ATTENTION_PROBES = ("zero-scale", "causal-offset", "masked-lead", "masked-tail", "absorption", "far-tail", "many-heads", "mid-keys",
+                    "mid-queries", "index-width", "grid-heads", "many-tiles", "wide-offsets")  # cheapest first
+#: The masked-lead and masked-tail probes (forced only, where the target takes a boolean mask):
+#: the longest keys, no causal flag, and every key masked but the last quarter (masked-lead: a
+#: leading-block mask, ``stagger`` 1, so each mask group starts one key later) or the first
+#: quarter (masked-tail: key padding at the end), one key at least.  Every query row then
+#: opens, for a kernel walking its key blocks forward (lead) or backward as FlashAttention-2
+#: does under causal (tail), with whole blocks of nothing but masked keys, whatever the block
+#: width up to three quarters of Nk: a running maximum still -inf when the first live block
+#: arrives makes exp(-inf - -inf) = NaN unless the kernel guards it (flashinfer #4451), and a
+#: kernel that skips masked blocks, or takes the mask for a valid length, must still find the
+#: live keys.  Drawn at random such masks come about one case in ten, often on lengths too
+#: short to hold a whole masked block.
+MASKED_LEAD_VISIBLE_SHARE = 4
 #: The wide-offsets probe (``probe="wide-offsets"`` only, with ``wide_offsets=True``): one batch
 #: entry of 1 to WIDE_BLOCK_HEADS heads (Hq = Hkv), Nq = Nk from WIDE_MIN_SEQ to WIDE_MAX_SEQ (and
 #: more where the target's pair limit asks for longer heads), D up to WIDE_HEAD_DIM, repeated
@@ -800,6 +812,9 @@ class _AttentionConfig:
         if self.wide_seq is None:
             out["wide-offsets"] = ("wide_offsets=False (the search turns it on for CUDA devices), or the target's "
                                    "head dims, lengths and pair limit allow no block that repeats past 2**31")
+        if not self.bool_mask or self.max_seq < 2:
+            out["masked-lead"] = "caps take no boolean mask (or masks=False), or max_seq below 2"
+            out["masked-tail"] = out["masked-lead"]
         if not (self.absorption and self.max_seq >= ABSORPTION_MIN_KEYS):
             out["absorption"] = f"probes=False, or max_seq (within caps) below {ABSORPTION_MIN_KEYS}"
             out["far-tail"] = out["absorption"]
@@ -1433,6 +1448,8 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
             shorter = longest - 1
         seq_q, seq_k = (shorter, longest) if longer == "keys" else (longest, shorter)
         decode = False
+    elif c.probe in ("masked-lead", "masked-tail"):
+        seq_k, decode = largest_first(draw, max(c.min_seq, 2), c.max_seq), False
     elif c.probe == "many-tiles":
         # Many query tiles against many key blocks over many pairs: the longest first, square
         # first (Nq about half of Nk is the other: causal then cuts the blocks on another diagonal).
@@ -1522,6 +1539,16 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         mask_layout = draw(st.sampled_from(c.mask_layouts))
         if causal and not c.causal_with_mask:
             mask, mask_shape = None, "qk"
+        if c.probe in ("masked-lead", "masked-tail"):
+            # All but the last (lead) or the first (tail) quarter of the keys masked in every row
+            # (see MASKED_LEAD_VISIBLE_SHARE), on the drawn shape where it takes such a mask.
+            causal, masked_keys = False, seq_k - max(1, seq_k // MASKED_LEAD_VISIBLE_SHARE)
+            if c.probe == "masked-lead":
+                mask = MaskSpec("leading-block", block=masked_keys, stagger=1)
+                mask_shape = "qk" if mask_shape in QUERY_BROADCAST_SHAPES + KEY_BROADCAST_SHAPES else mask_shape
+            else:
+                mask = MaskSpec("key-padding", pads=(masked_keys,), side="end")
+                mask_shape = "qk" if mask_shape in KEY_BROADCAST_SHAPES else mask_shape
         if mask is None:
             mask_layout = "contiguous"
 

@@ -61,6 +61,10 @@ def _attention_probe_holds(probe: str, case) -> bool:
         "mid-queries": MAX_SEQ < s.seq_q <= A.MID_QUERIES_MAX and s.seq_k <= A.MID_QUERIES_MAX_KEYS,
         "many-heads": max(s.seq_q, s.seq_k) <= A.MANY_HEADS_MAX_SEQ and s.batch <= A.MANY_HEADS_MAX_BATCH,
         "absorption": s.k.kind == "key-spike" and s.v.kind == "ends-opposed" and s.q.kind == "constant",
+        "masked-lead": (not s.causal and s.mask is not None and s.mask.kind == "leading-block"
+                        and s.mask.block == s.seq_k - max(1, s.seq_k // A.MASKED_LEAD_VISIBLE_SHARE)),
+        "masked-tail": (not s.causal and s.mask is not None and s.mask.kind == "key-padding" and s.mask.side == "end"
+                        and s.mask.pads == (s.seq_k - max(1, s.seq_k // A.MASKED_LEAD_VISIBLE_SHARE),)),
         "far-tail": (s.k.kind == "key-spike" and s.v.kind == "key-spike" and s.q.kind == "constant"
                      and s.v.scale == 0.0 and s.v.gap == -s.v.offset and s.k.count == s.v.count),
         "grid-heads": (s.batch * s.heads_q > GRID_AXIS_LIMIT and max(s.seq_q, s.seq_k) <= A.GRID_HEADS_MAX_SEQ
@@ -180,9 +184,12 @@ def test_which_probes_the_arguments_allow_and_clear_errors_otherwise() -> None:
     # the summation-bias check needs rows of 2048 entries: a target limited below has no mixed row
     assert "mixed-row" not in softmax_probes(caps=Capabilities(max_length=S.MIXED_MIN_LENGTH - 1))
     assert "mixed-row" in softmax_probes(caps=Capabilities(max_length=S.MIXED_MIN_LENGTH))
-    assert attention_probes(probes=False, index_widths=False) == ("zero-scale", "causal-offset")  # not sizes
-    assert attention_probes(max_seq=8) == ("zero-scale", "causal-offset", "many-heads", "mid-keys", "mid-queries",
-                                           "index-width")  # absorption: 17 keys
+    assert attention_probes(probes=False, index_widths=False) == ("zero-scale", "causal-offset", "masked-lead",
+                                                                  "masked-tail")  # not sizes
+    assert "masked-lead" not in attention_probes(caps=Capabilities(bool_mask=False))
+    assert "masked-tail" not in attention_probes(caps=Capabilities(neg_inf=False))
+    assert attention_probes(max_seq=8) == ("zero-scale", "causal-offset", "masked-lead", "masked-tail", "many-heads",
+                                           "mid-keys", "mid-queries", "index-width")  # absorption: 17 keys
     assert "causal-offset" not in attention_probes(caps=Capabilities(causal_square_only=True))
     assert "causal-offset" not in attention_probes(caps=Capabilities(causal=False))
     with pytest.raises(InvalidArgument, match=r"probe must be None or one of"):
