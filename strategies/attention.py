@@ -202,9 +202,12 @@ FAR_TAIL_MIN_OUTPUT = 64.0
 #: offsets; ``mid-keys``: thousands of keys; ``mid-queries``: a thousand queries or more;
 #: ``many-heads``: many (batch, head) pairs; ``absorption``: see ``ABSORPTION_MIN_KEYS``;
 #: ``grid-heads`` and ``many-tiles`` (forced only): see GRID_HEADS_MAX_SEQ and TILES_RUNGS;
-#: ``causal-offset`` (forced only): causal with Nq and Nk apart, see CAUSAL_OFFSET_SIDES.
-ATTENTION_PROBES = ("zero-scale", "causal-offset", "masked-lead", "masked-tail", "absorption", "far-tail", "many-heads", "mid-keys",
-                    "mid-queries", "index-width", "grid-heads", "many-tiles", "wide-offsets")  # cheapest first
+#: ``causal-offset`` (forced only): causal with Nq and Nk apart, see CAUSAL_OFFSET_SIDES;
+#: ``masked-lead`` and ``masked-tail`` (forced only): see MASKED_LEAD_VISIBLE_SHARE; ``far-tail``
+#: (forced, and one drawn absorption case in two): see FAR_TAIL_GAPS.
+ATTENTION_PROBES = ("zero-scale", "causal-offset", "masked-lead", "masked-tail", "absorption", "far-tail",
+                    "many-heads", "mid-keys", "mid-queries", "index-width", "grid-heads", "many-tiles",
+                    "wide-offsets")  # cheapest first
 #: The masked-lead and masked-tail probes (forced only, where the target takes a boolean mask):
 #: the longest keys, no causal flag, and every key masked but the last quarter (masked-lead: a
 #: leading-block mask, ``stagger`` 1, so each mask group starts one key later) or the first

@@ -651,7 +651,8 @@ def _softmax_config(dtypes, caps, max_length, max_rows, special_values, masks, e
     grid = grid_counts(grid_rows) if probes else ()
     wide_lo, wide_hi = max(lo, WIDE_MIN_LENGTH), min(caps.max_length or WIDE_MAX_LENGTH, WIDE_MAX_LENGTH)
     wide_range = (wide_lo, wide_hi) if wide_offsets and probes and wide_lo <= wide_hi else None
-    mixed_lo, mixed_hi = max(lo, MIXED_MIN_LENGTH), min(caps.max_length or MIXED_PROBE_MAX_LENGTH, MIXED_PROBE_MAX_LENGTH)
+    mixed_lo = max(lo, MIXED_MIN_LENGTH)
+    mixed_hi = min(caps.max_length or MIXED_PROBE_MAX_LENGTH, MIXED_PROBE_MAX_LENGTH)
     mixed_range = (mixed_lo, mixed_hi) if long_rows and probes and mixed_lo <= mixed_hi else None
     config = _SoftmaxConfig(call, formats, lo, hi, max_rows, specials_on, masks_on, caps.noncontiguous, elementwise,
                             wide, four_d and probes, long_range, long_kinds, many, many_length,
