@@ -592,10 +592,15 @@ def qk_limit(fmt: FloatFormat, head_dim: int, scale: float) -> float:
     return min(fmt.max_finite, math.sqrt(_compute_max(fmt) / (64.0 * head_dim * max(abs(scale), 1.0))))
 
 
+def _compute_format(fmt: FloatFormat) -> FloatFormat:
+    """The format attention on ``fmt`` inputs computes in: float32 for inputs of 32 bits or
+    fewer, float64 for float64 (``Capabilities.compute_format``'s default)."""
+    return FORMATS["float64" if fmt.precision > 24 else "float32"]
+
+
 def _compute_max(fmt: FloatFormat) -> float:
-    """The largest finite value of the format attention on ``fmt`` inputs computes in: float32 for
-    inputs of 32 bits or fewer, float64 for float64 (``Capabilities.compute_format``'s default)."""
-    return FORMATS["float64" if fmt.precision > 24 else "float32"].max_finite
+    """The largest finite value of the format attention on ``fmt`` inputs computes in."""
+    return _compute_format(fmt).max_finite
 
 
 def v_limit(fmt: FloatFormat, seq_k: int) -> float:
@@ -1199,7 +1204,7 @@ def far_tail_gaps(fmt: FloatFormat, seq_k: int) -> tuple[float, ...]:
     e^-G inside the normal range of P's format (``fmt`` for 16-bit inputs, else the compute
     format) by FAR_TAIL_NORMAL_MARGIN nats, and the output, about (seq_k - 1) e^-G times V's
     value here, FAR_TAIL_MIN_OUTPUT smallest normals or more."""
-    p_format = fmt if fmt.precision < 24 else FORMATS["float64" if fmt.precision > 24 else "float32"]
+    p_format = fmt if fmt.precision < 24 else _compute_format(fmt)
     value = v_limit(fmt, seq_k) / 8.0
     top = min(-math.log(p_format.smallest_normal) - FAR_TAIL_NORMAL_MARGIN,
               math.log((seq_k - 1) * value / (FAR_TAIL_MIN_OUTPUT * fmt.smallest_normal)))

@@ -101,8 +101,9 @@ def speed_gated_out(probe: str, ran: tuple[str, ...], costs: dict, budget_s: flo
     cost = costs.get(pilot)
     if cost is None:
         return True
-    limit = seconds + (share * budget_s if budget_s is not None else (math.inf if share else 0.0))
-    return cost[1] > limit
+    if budget_s is None and share:
+        return False  # without a budget, a share of it sets no limit
+    return cost[1] > seconds + share * (budget_s or 0.0)
 #: ...and one ordinary case in this many, by its seed (so that a replay and the shrink see the
 #: same checks): a pool that hands out a buffer for large outputs only shows on an attention case
 #: of the usual sizes, whose probes keep one dimension small (head dims of 1 in their simplest
