@@ -31,6 +31,8 @@ offsets:wide           an input of more than 2**31 elements: offsets past a sign
 len:long               softmax row longer than 1024: several blocks of a long-row tiling
 values:explicit        small input drawn element by element (spec holds the values)
 rows:mixed-ranges      rows of one matrix drawn from different value recipes
+rows:shifted           neighbouring rows shifted apart past exp's range (many-rows cases): a
+                       maximum or sum shared or carried between rows loses a whole row
 mag:normal ...         the value recipe of some row (see ``strategies.values``)
 mag:tiny-scale         spread <= 1e-3 (values nearly equal: softmax nearly uniform)
 mag:huge-scale         spread >= 1e4 (softmax nearly one-hot, exp overflow without max-shift)
@@ -156,7 +158,7 @@ SOFTMAX_FEATURES: tuple[str, ...] = (
     _DTYPE
     + _LENGTH
     + ("shape:1d", "shape:3d", "shape:4d", "rows:many", "rows:grid", "offsets:wide", "len:long", "values:explicit",
-       "rows:mixed-ranges")
+       "rows:mixed-ranges", "rows:shifted")
     + tuple(f"mag:{k}" for k in SOFTMAX_VALUE_KINDS)
     + ("mag:tiny-scale", "mag:huge-scale")
     + _MASK

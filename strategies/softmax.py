@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
+import math
 from typing import Any
 
 import numpy as np
@@ -108,6 +109,25 @@ MIXED_MIN_LENGTH = 2048
 MANY_ROWS_ODDS = 10
 MANY_ROWS = (25, 600)
 MANY_ROWS_MAX_LENGTH = 32
+#: ...and up to this many rows where the caller sizes the case (``probe_entries``: the search's
+#: probe round, from the target's speed), their length growing past MANY_ROWS_MAX_LENGTH where
+#: the entries allow.  A persistent grid holds up to 16 programs of 128 threads a SM, 2112 on
+#: the H200's 132 SMs: with 2113 rows one program at least takes a second row, and with fewer
+#: programs each takes several.  Rows past 32 entries leave the paths that pack several short
+#: rows into a warp for ones that give a row a warp or a program each.  With 600 rows of at
+#: most 32 at most, a blind mutant whose 'two rows a program' path for 1024 rows and more of
+#: more than 32 entries kept one maximum for both rows lived (fifth red team, 2026-12-05).
+MANY_ROWS_SIZED_MAX = 2113
+#: Row g of a many-rows case is shifted by ``ROW_SHIFT_STEPS[g % 7]`` times the row shift
+#: (``row_shift``): the distance past which every exponential of a row underflows to zero in
+#: the compute format (float32, or float64 for float64 inputs), even subnormal, against a
+#: maximum 1 shift higher.  Softmax ignores a row's shift; a maximum, a sum or a scale a kernel
+#: shares between rows or carries from one to the next (rows packed into a warp, a persistent
+#: program's next row) then loses a whole row (0, or 0/0 = NaN) instead of a few ulps.  Seven
+#: distinct steps: rows 1 to 6 apart always differ, and 7 divides no common SM count or
+#: rows-a-program count.
+ROW_SHIFT_STEPS = (0, 1, -1, 2, -2, 3, -3)
+ROW_SHIFT_MARGIN = 8.0
 #: ...and no more entries in all than this many times max_length, the rows getting
 #: shorter as they get more (600 rows of 2, 64 of 18, 37 of 32 with max_length 300): the
 #: engine's search climbs towards the examples with the largest error ratio, often the
@@ -172,6 +192,8 @@ class SoftmaxSpec:
     # The wide-offsets probe: the built (rows, length) block is the first of ``tile`` repeated
     # along the rows; the target gets them all (``full_shape``), the engine checks every one.
     tile: int = 1
+    # Flattened row g's values are shifted by row_shift * ROW_SHIFT_STEPS[g % 7] (many rows).
+    row_shift: float = 0.0
 
     def __post_init__(self) -> None:
         try:
@@ -190,6 +212,10 @@ class SoftmaxSpec:
             raise spec_error("softmax spec", "heads >= 1 (a 4-D input) needs batch >= 1", self.shape)
         if self.tile < 1:
             raise spec_error("softmax spec", "tile must be >= 1", self.tile)
+        if not (isinstance(self.row_shift, (int, float)) and not isinstance(self.row_shift, bool)
+                and 0.0 <= self.row_shift < math.inf):
+            raise spec_error("softmax spec", "row_shift must be a finite number >= 0", self.row_shift)
+        object.__setattr__(self, "row_shift", float(self.row_shift))
         if self.tile > 1 and (self.batch or self.heads or self.vector or self.layout != "contiguous"):
             raise spec_error("softmax spec", "a tiled block (tile > 1) is 2-D and contiguous: batch = heads = 0, "
                              "vector False, layout 'contiguous'")
@@ -272,6 +298,8 @@ class SoftmaxSpec:
             d["vector"] = True
         if self.tile > 1:
             d["tile"] = self.tile
+        if self.row_shift:
+            d["row_shift"] = self.row_shift
         return d
 
     @classmethod
@@ -295,6 +323,7 @@ class SoftmaxSpec:
                 heads=d.pop("heads", 0),
                 vector=d.pop("vector", False),
                 tile=d.pop("tile", 1),
+                row_shift=d.pop("row_shift", 0.0),
                 **reject_extra_keys(d),
             )
         except (KeyError, TypeError) as err:
@@ -323,6 +352,10 @@ class SoftmaxSpec:
             x = sample_groups(self.recipes, self.total_rows, (self.length,), fmt, fmt.max_finite,
                               lambda g: _rng.stream(self.seed, _rng.VALUES, g),
                               lambda block, r: _rng.stream(self.seed, _rng.BULK, _rng.VALUES, block, r))
+            if self.row_shift:
+                steps = np.array(ROW_SHIFT_STEPS, dtype=np.float64)
+                x += (self.row_shift * steps[np.arange(self.total_rows) % len(steps)])[:, None]
+                np.clip(x, -fmt.max_finite, fmt.max_finite, out=x)
             x = x.reshape(self.slabs, self.rows, self.length)
         x[~self.keep()] = -np.inf
         flat = x.reshape(-1, self.length)
@@ -365,6 +398,8 @@ def softmax_features(spec: SoftmaxSpec) -> tuple[str, ...]:
             found.extend(recipe.features())
         if len(set(used)) > 1:
             found.append("rows:mixed-ranges")
+        if spec.row_shift and total_rows > 1:
+            found.append("rows:shifted")
     found.extend(spec.mask.kind_features())
     found.extend(keep_features(spec.keep()))
     found.extend(f"special:{s.kind}" for s in spec.specials)
@@ -407,6 +442,8 @@ class SoftmaxCase(ReplayableRepr):
             parts.append(s.recipes[0].describe())
         else:
             parts.append("rows-cycle[" + "; ".join(r.describe() for r in s.recipes) + "]")
+        if s.row_shift:
+            parts.append(f"row-shift={num(s.row_shift)}x(0,1,-1,2,-2,3,-3)")
         if s.mask.kind != "none":
             parts.append(f"mask={s.mask.describe()}")
         if s.specials:
@@ -639,7 +676,7 @@ def _softmax_config(dtypes, caps, max_length, max_rows, special_values, masks, e
     many_lo, many_hi = max(MANY_ROWS[0], max_rows + 1), MANY_ROWS[1]
     if probe_entries:
         # Sized by the caller: rows of ROW_COST plus their entries within probe_entries.
-        many_hi = min(many_hi, max(many_lo, probe_entries // (ROW_COST + max(lo, 2))))
+        many_hi = min(MANY_ROWS_SIZED_MAX, max(many_lo, probe_entries // (ROW_COST + max(lo, 2))))
     many = (many_lo, many_hi) if many_rows and probes and many_lo <= many_hi else None
     # Short rows keep a many-rows example cheap, unless probe_entries affords more; a target's
     # minimum length still rules.
@@ -827,6 +864,8 @@ def _softmax_cases(draw: st.DrawFn, c: _SoftmaxConfig) -> SoftmaxCase:
     if tile > 1:
         layouts = ("contiguous",)  # the repetitions are made by the engine, contiguous
     layout = draw(st.sampled_from(layouts))
+    # Many rows: each row shifted against its neighbours past exp's range (see ROW_SHIFT_STEPS).
+    row_shift = row_shift_for(fmt) if many_case and explicit is None else 0.0
     spec = SoftmaxSpec(
         dtype=fmt.name,
         rows=rows,
@@ -841,8 +880,17 @@ def _softmax_cases(draw: st.DrawFn, c: _SoftmaxConfig) -> SoftmaxCase:
         heads=heads,
         vector=vector,
         tile=tile,
+        row_shift=row_shift,
     )
     return SoftmaxCase(spec)
+
+
+def row_shift_for(fmt: FloatFormat) -> float:
+    """The row shift of a many-rows case of ``fmt`` (see ``ROW_SHIFT_STEPS``): the natural log of
+    the compute format's smallest subnormal, negated, plus ROW_SHIFT_MARGIN, rounded up (112 for
+    inputs of 32 bits or fewer, computed in float32; 753 for float64)."""
+    compute = get_format("float64" if fmt.precision > 24 else "float32")
+    return float(math.ceil(-math.log(compute.smallest_subnormal) + ROW_SHIFT_MARGIN))
 
 
 def _round_to(fmt: FloatFormat, values: list[float]) -> list[float]:

@@ -148,9 +148,14 @@ def test_the_simplest_case_of_a_forced_probe_is_its_strongest() -> None:
     assert four.spec.batch == S.MAX_BATCH and four.spec.length == S.FOUR_D_LENGTH  # a one-entry row's softmax is 1
     many = find(softmax_cases(probe="many-rows"), lambda c: True, **first)
     assert many.spec.total_rows == S.MANY_ROWS[1] and many.spec.length == S.MANY_ROWS_SPAN * 300 // S.MANY_ROWS[1]
-    sized = find(softmax_cases(probe="many-rows", probe_entries=S.MANY_ROWS[1] * (300 + S.ROW_COST)), lambda c: True,
-                 **first)
-    assert sized.spec.total_rows == S.MANY_ROWS[1] and sized.spec.length == 300  # tall rows where affordable
+    assert many.spec.row_shift == S.row_shift_for(get_format("float32")) and "rows:shifted" in many.features
+    sized = find(softmax_cases(probe="many-rows", probe_entries=S.MANY_ROWS_SIZED_MAX * (300 + S.ROW_COST)),
+                 lambda c: True, **first)
+    # past a persistent grid's programs, of long rows where affordable
+    assert sized.spec.total_rows == S.MANY_ROWS_SIZED_MAX and sized.spec.length == 300
+    medium = find(softmax_cases(probe="many-rows", probe_entries=S.MANY_ROWS_SIZED_MAX * (S.ROW_COST + 65)),
+                  lambda c: True, **first)
+    assert medium.spec.total_rows == S.MANY_ROWS_SIZED_MAX and medium.spec.length == 65
     small = find(softmax_cases(probe="many-rows", probe_entries=500), lambda c: True, **first)
     assert small.spec.total_rows == S.MANY_ROWS[0]  # a slow target's: the fewest rows
     tall = find(softmax_cases(probe="grid-rows", **GRID["softmax"]), lambda c: True, **first)

@@ -161,6 +161,20 @@ def test_softmax_build_is_deterministic_and_replays_through_json(case: SoftmaxCa
     assert eval(repr(case), {"case_from_dict": case_from_dict}).spec == case.spec
 
 
+def test_a_row_shift_moves_each_row_by_its_step_and_leaves_softmax_alone() -> None:
+    from strategies.softmax import ROW_SHIFT_STEPS, SoftmaxSpec
+    plain = SoftmaxSpec("float64", rows=9, length=5, batch=2, seed=3)
+    shifted = dataclasses.replace(plain, row_shift=753.0)
+    a, b = plain.values().reshape(-1, 5), shifted.values().reshape(-1, 5)
+    steps = np.array([ROW_SHIFT_STEPS[g % 7] for g in range(18)], dtype=np.float64)
+    np.testing.assert_allclose(b - a, np.repeat(753.0 * steps[:, None], 5, axis=1), rtol=0, atol=1e-12)
+    assert "rows:shifted" in SoftmaxCase(shifted).features and "row-shift=753" in SoftmaxCase(shifted).describe()
+    assert case_from_dict(json.loads(json.dumps(shifted.to_dict()))).spec == shifted
+    assert "row_shift" not in plain.to_dict()  # specs saved before the field replay unchanged
+    torch.testing.assert_close(torch.softmax(shifted.build(), -1), torch.softmax(plain.build(), -1), rtol=1e-12,
+                               atol=0)
+
+
 @checks(30)
 @given(attention_cases(dtypes=ALL_DTYPES, caps=CAPS_ALL, max_seq=40))
 def test_attention_build_is_deterministic_and_replays_through_json(case: AttentionCase) -> None:
@@ -656,6 +670,7 @@ def test_invalid_arguments_explain_themselves(make, message: str) -> None:
         {"op": "softmax", "dtype": "float32", "rows": 0, "length": 4},
         {"op": "softmax", "dtype": "float8_e4m3fn", "rows": 1, "length": 4, "mask": {"kind": "causal"}},
         {"op": "softmax", "dtype": "float32", "rows": 1, "length": 4, "layout": "diagonal"},
+        {"op": "softmax", "dtype": "float32", "rows": 1, "length": 4, "row_shift": -1.0},
         {"op": "attention", "dtype": "float32", "batch": 1, "heads_q": 3, "heads_kv": 2, "seq_q": 1, "seq_k": 1, "head_dim": 4},
         {"op": "attention", "dtype": "float32", "batch": 1, "heads_q": 1, "heads_kv": 1, "seq_q": 1, "seq_k": 1},
     ],
