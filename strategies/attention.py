@@ -205,13 +205,16 @@ FAR_TAIL_MIN_OUTPUT = 64.0
 #: ``causal-offset`` (forced only): causal with Nq and Nk apart, see CAUSAL_OFFSET_SIDES;
 #: ``masked-lead`` and ``masked-tail`` (forced only): see MASKED_LEAD_VISIBLE_SHARE; ``far-tail``
 #: (forced, and one drawn absorption case in two): see FAR_TAIL_GAPS.
-ATTENTION_PROBES = ("zero-scale", "causal-offset", "masked-lead", "masked-tail", "absorption", "far-tail",
-                    "many-heads", "mid-keys", "mid-queries", "index-width", "grid-heads", "many-tiles",
+ATTENTION_PROBES = ("zero-scale", "causal-offset", "absorption", "far-tail", "many-heads", "mid-keys",
+                    "mid-queries", "masked-lead", "masked-tail", "index-width", "grid-heads", "many-tiles",
                     "wide-offsets")  # cheapest first
-#: The masked-lead and masked-tail probes (forced only, where the target takes a boolean mask):
-#: the longest keys, no causal flag, and every key masked but the last quarter (masked-lead: a
+#: The masked-lead and masked-tail probes (forced only, where the target takes a boolean mask;
+#: masked-tail also where it takes a top-left causal flag with Nq != Nk): the longest keys
+#: (up to MASKED_KEYS_MAX, past the size profile, with few queries: see MASKED_KEYS_MAX), no
+#: causal flag, and every key masked but the last quarter (masked-lead: a
 #: leading-block mask, ``stagger`` 1, so each mask group starts one key later) or the first
-#: quarter (masked-tail: key padding at the end), one key at least.  Every query row then
+#: quarter (masked-tail: key padding at the end, or one time in two the causal flag instead
+#: of the mask, with at most a quarter as many queries as keys), one key at least.  Every query row then
 #: opens, for a kernel walking its key blocks forward (lead) or backward as FlashAttention-2
 #: does under causal (tail), with whole blocks of nothing but masked keys, whatever the block
 #: width up to three quarters of Nk: a running maximum still -inf when the first live block
@@ -220,6 +223,18 @@ ATTENTION_PROBES = ("zero-scale", "causal-offset", "masked-lead", "masked-tail",
 #: live keys.  Drawn at random such masks come about one case in ten, often on lengths too
 #: short to hold a whole masked block.
 MASKED_LEAD_VISIBLE_SHARE = 4
+#: The masked probes' longest keys (within caps.max_length and the size profile's probe cap),
+#: past the size profile's max_seq with at most MID_KEYS_MAX_QUERIES queries, one batch entry,
+#: two K/V heads and D <= MID_KEYS_MAX_HEAD_DIM.  Long keys with few queries is where kernels
+#: take their split-KV ("flash decoding") path, whose splits are merged by their log-sum-exp: a
+#: split of nothing but masked keys has l = 0 and LSE -inf, and a merge that does not guard it
+#: gives NaN, while a path that drops the mask or the causal flag shows only there.  With a
+#: quarter live, every split of up to three quarters of the keys (12288 here) is wholly masked.
+#: Masks and causal stopped at 4097 keys before (the mid-keys probe), and a blind mutant whose
+#: split-KV path for 8192 keys and more ignored both lived (fifth red team, 2026-12-05).  One
+#: past a power of two: the last block ragged.
+MASKED_KEYS_MAX = 16385
+MASKED_V_RISE = 4.0
 #: The wide-offsets probe (``probe="wide-offsets"`` only, with ``wide_offsets=True``): one batch
 #: entry of 1 to WIDE_BLOCK_HEADS heads (Hq = Hkv), Nq = Nk from WIDE_MIN_SEQ to WIDE_MAX_SEQ (and
 #: more where the target's pair limit asks for longer heads), D up to WIDE_HEAD_DIM, repeated
@@ -785,6 +800,7 @@ class _AttentionConfig:
     mask_layouts: tuple[str, ...] = MASK_LAYOUTS
     index_lengths: tuple[int, ...] = ()  # rare key lengths past max_seq (lengths.INDEX_WIDTH_LENGTHS)
     mid_keys_max: int = 0  # rare key lengths in (max_seq, mid_keys_max]; 0: none
+    masked_keys_max: int = 0  # the masked probes' longest keys (MASKED_KEYS_MAX); at most max_seq: max_seq
     mid_queries_max: int = 0  # rare query lengths in (max_seq, mid_queries_max]; 0: none
     decode_max_keys: int = 0  # most keys of a decode step (see _sequence_lengths); max_seq without probes
     roundoffs: dict = field(default_factory=dict)  # format name -> the target's (u_dot, u_c): _tamed_scale
@@ -797,6 +813,11 @@ class _AttentionConfig:
     wide_max_pairs: int | None = None  # the most heads its repetitions may make (caps.max_pairs, max_heads)
     absorption: bool = False  # rare absorption probes (see ABSORPTION_MIN_KEYS)
     probe: str | None = None  # every case is this probe (ATTENTION_PROBES)
+
+    @property
+    def causal_offset(self) -> bool:
+        """Whether the target takes the causal flag with Nq != Nk (top-left)."""
+        return self.causal and not self.causal_square_only
 
     def unavailable_probes(self) -> dict[str, str]:
         """The probes these settings cannot draw, each with the reason."""
@@ -822,7 +843,9 @@ class _AttentionConfig:
                                    "head dims, lengths and pair limit allow no block that repeats past 2**31")
         if not self.bool_mask or self.max_seq < 2:
             out["masked-lead"] = "caps take no boolean mask (or masks=False), or max_seq below 2"
-            out["masked-tail"] = out["masked-lead"]
+        if not (self.bool_mask or self.causal_offset) or self.max_seq < 2:
+            out["masked-tail"] = ("caps take neither a boolean mask nor a causal flag with Nq != Nk (or masks=False), "
+                                  "or max_seq below 2")
         if not (self.absorption and self.max_seq >= ABSORPTION_MIN_KEYS):
             out["absorption"] = f"probes=False, or max_seq (within caps) below {ABSORPTION_MIN_KEYS}"
             out["far-tail"] = out["absorption"]
@@ -1019,6 +1042,7 @@ def _attention_config(dtypes, caps, max_seq, max_batch, max_heads, head_dims, sp
         zero_strides=caps.zero_strides,
         index_lengths=index_width_lengths(lo, caps.max_length, hi) if index_widths else (),
         mid_keys_max=min(MID_KEYS_MAX, caps.max_length or MID_KEYS_MAX) if probes else 0,
+        masked_keys_max=min(MASKED_KEYS_MAX, caps.max_length or MASKED_KEYS_MAX) if probes else 0,
         mid_queries_max=min(MID_QUERIES_MAX, caps.max_length or MID_QUERIES_MAX) if probes else 0,
         decode_max_keys=min(hi * DECODE_KEYS_FACTOR, caps.max_length or hi * DECODE_KEYS_FACTOR) if probes else hi,
         roundoffs={f.name: _score_roundoffs(f, caps) for f in formats},
@@ -1457,7 +1481,12 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         seq_q, seq_k = (shorter, longest) if longer == "keys" else (longest, shorter)
         decode = False
     elif c.probe in ("masked-lead", "masked-tail"):
-        seq_k, decode = largest_first(draw, max(c.min_seq, 2), c.max_seq), False
+        # The longest keys first (see MASKED_KEYS_MAX); past max_seq the rest is kept small.
+        seq_k, decode = largest_first(draw, max(c.min_seq, 2), max(c.max_seq, c.masked_keys_max)), False
+        if seq_k > c.max_seq:
+            seq_q = min(seq_q, MID_KEYS_MAX_QUERIES)
+            batch, heads_kv, group = 1, min(heads_kv, 2), min(group, 2)
+            head_dim = _small_head_dim(head_dim, c.head_dims, MID_KEYS_MAX_HEAD_DIM)
     elif c.probe == "many-tiles":
         # Many query tiles against many key blocks over many pairs: the longest first, square
         # first (Nq about half of Nk is the other: causal then cuts the blocks on another diagonal).
@@ -1559,12 +1588,29 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
                 mask_shape = "qk" if mask_shape in KEY_BROADCAST_SHAPES else mask_shape
         if mask is None:
             mask_layout = "contiguous"
+    if c.probe == "masked-tail":
+        # One time in two (the mask first), and always where the target takes no boolean mask, the
+        # tail is hidden by the causal flag instead: top-left, query i sees keys 0 to i, so with at
+        # most a quarter as many queries as keys every row's last three quarters are invisible.  A
+        # kernel's causal path for long keys (a split that sees nothing, blocks skipped past the
+        # diagonal) is then checked where targets without a boolean mask (SDPA's flash) run too.
+        by_causal = draw(st.booleans())
+        if c.causal_offset and (by_causal or not c.bool_mask):
+            causal, mask, mask_shape, mask_layout = True, None, "qk", "contiguous"
+            seq_q = min(seq_q, max(1, seq_k // MASKED_LEAD_VISIBLE_SHARE))
 
     effective = 1.0 / math.sqrt(head_dim) if scale is None else scale
     qk_bound = qk_limit(fmt, head_dim, effective)
     q = draw(value_recipes(fmt, QK_VALUE_KINDS, qk_bound))
     k = draw(value_recipes(fmt, QK_VALUE_KINDS, qk_bound))
     v = draw(value_recipes(fmt, V_VALUE_KINDS, v_limit(fmt, seq_k)))
+    if c.probe in ("masked-lead", "masked-tail") and v.kind == "normal":
+        # Plain V (the simplest case's) rises along the keys by MASKED_V_RISE spreads: the live
+        # quarter's mean then differs from that of any other set of keys by a spread or more,
+        # where a centred V's means over many keys all lie near 0 and a read of the masked keys
+        # is near the tolerance of the output's cancellation.
+        rise = min(MASKED_V_RISE * v.scale, v_limit(fmt, seq_k) / 2.0)
+        v = ValueRecipe("seq-drift", scale=v.scale, offset=v.offset, gap=float(f"{rise:.3g}"))
     if levels:
         q = _slab_levels_recipe(k, head_dim, effective, qk_bound) or q
     if not rare(draw, WILD_ODDS) and effective != 0.0:

@@ -63,8 +63,9 @@ def _attention_probe_holds(probe: str, case) -> bool:
         "absorption": s.k.kind == "key-spike" and s.v.kind == "ends-opposed" and s.q.kind == "constant",
         "masked-lead": (not s.causal and s.mask is not None and s.mask.kind == "leading-block"
                         and s.mask.block == s.seq_k - max(1, s.seq_k // A.MASKED_LEAD_VISIBLE_SHARE)),
-        "masked-tail": (not s.causal and s.mask is not None and s.mask.kind == "key-padding" and s.mask.side == "end"
-                        and s.mask.pads == (s.seq_k - max(1, s.seq_k // A.MASKED_LEAD_VISIBLE_SHARE),)),
+        "masked-tail": ((not s.causal and s.mask is not None and s.mask.kind == "key-padding" and s.mask.side == "end"
+                         and s.mask.pads == (s.seq_k - max(1, s.seq_k // A.MASKED_LEAD_VISIBLE_SHARE),))
+                        or (s.causal and s.mask is None and s.seq_q <= max(1, s.seq_k // A.MASKED_LEAD_VISIBLE_SHARE))),
         "far-tail": (s.k.kind == "key-spike" and s.v.kind == "key-spike" and s.q.kind == "constant"
                      and s.v.scale == 0.0 and s.v.gap == -s.v.offset and s.k.count == s.v.count),
         "grid-heads": (s.batch * s.heads_q > GRID_AXIS_LIMIT and max(s.seq_q, s.seq_k) <= A.GRID_HEADS_MAX_SEQ
@@ -129,6 +130,20 @@ def test_the_simplest_case_of_a_forced_probe_is_its_strongest() -> None:
     assert zero.spec.scale == 0.0 and zero.spec.seq_k >= A.ZERO_SCALE_MIN_KEYS  # one key: every scale agrees
     keys = find(attention_cases(dtypes=("float16",), max_seq=MAX_SEQ, probe="mid-keys"), lambda c: True, **first)
     assert (keys.spec.seq_k, keys.spec.seq_q) == (A.MID_KEYS_MAX, A.MID_KEYS_MAX_QUERIES)
+    for probe in ("masked-lead", "masked-tail"):
+        # the longest keys past the profile, a few queries: a split-KV path's wholly masked splits
+        masked = find(attention_cases(dtypes=("float16",), max_seq=MAX_SEQ, probe=probe), lambda c: True, **first)
+        s = masked.spec
+        assert s.seq_k == A.MASKED_KEYS_MAX and s.seq_q <= A.MID_KEYS_MAX_QUERIES and s.mask is not None
+        assert s.v.kind == "seq-drift" and s.v.gap > 0  # the live keys' values differ from the rest's
+        capped = find(attention_cases(dtypes=("float16",), max_seq=MAX_SEQ, probe=probe,
+                                      caps=Capabilities(max_length=1000)), lambda c: True, **first)
+        assert capped.spec.seq_k == 1000
+    # where the target takes no boolean mask, the causal flag hides the tail
+    tail = find(attention_cases(dtypes=("float16",), max_seq=MAX_SEQ, probe="masked-tail",
+                                caps=Capabilities(bool_mask=False)), lambda c: True, **first)
+    s = tail.spec
+    assert s.causal and s.mask is None and s.seq_k == A.MASKED_KEYS_MAX and s.seq_q <= s.seq_k // 4
     queries = find(attention_cases(dtypes=("float16",), max_seq=MAX_SEQ, probe="mid-queries"), lambda c: True, **first)
     assert (queries.spec.seq_q, queries.spec.seq_k) == (A.MID_QUERIES_MAX - 1, A.MID_QUERIES_MAX_KEYS)
     assert queries.spec.causal  # Nq far past Nk: top-left and bottom-right differ on every query tile
@@ -192,9 +207,11 @@ def test_which_probes_the_arguments_allow_and_clear_errors_otherwise() -> None:
     assert attention_probes(probes=False, index_widths=False) == ("zero-scale", "causal-offset", "masked-lead",
                                                                   "masked-tail")  # not sizes
     assert "masked-lead" not in attention_probes(caps=Capabilities(bool_mask=False))
+    assert "masked-tail" in attention_probes(caps=Capabilities(bool_mask=False))  # by the causal flag
+    assert "masked-tail" not in attention_probes(caps=Capabilities(bool_mask=False, causal_square_only=True))
     assert "masked-tail" not in attention_probes(caps=Capabilities(neg_inf=False))
-    assert attention_probes(max_seq=8) == ("zero-scale", "causal-offset", "masked-lead", "masked-tail", "many-heads",
-                                           "mid-keys", "mid-queries", "index-width")  # absorption: 17 keys
+    assert attention_probes(max_seq=8) == ("zero-scale", "causal-offset", "many-heads", "mid-keys", "mid-queries",
+                                           "masked-lead", "masked-tail", "index-width")  # absorption: 17 keys
     assert "causal-offset" not in attention_probes(caps=Capabilities(causal_square_only=True))
     assert "causal-offset" not in attention_probes(caps=Capabilities(causal=False))
     with pytest.raises(InvalidArgument, match=r"probe must be None or one of"):
