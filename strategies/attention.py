@@ -204,10 +204,23 @@ FAR_TAIL_MIN_OUTPUT = 64.0
 #: ``grid-heads`` and ``many-tiles`` (forced only): see GRID_HEADS_MAX_SEQ and TILES_RUNGS;
 #: ``causal-offset`` (forced only): causal with Nq and Nk apart, see CAUSAL_OFFSET_SIDES;
 #: ``masked-lead`` and ``masked-tail`` (forced only): see MASKED_LEAD_VISIBLE_SHARE; ``far-tail``
-#: (forced, and one drawn absorption case in two): see FAR_TAIL_GAPS.
-ATTENTION_PROBES = ("zero-scale", "causal-offset", "absorption", "far-tail", "many-heads", "mid-keys",
+#: (forced, and one drawn absorption case in two): see FAR_TAIL_GAPS; ``score-floor`` (forced
+#: only): see SCORE_HEADROOM.
+ATTENTION_PROBES = ("zero-scale", "causal-offset", "score-floor", "absorption", "far-tail", "many-heads", "mid-keys",
                     "mid-queries", "masked-lead", "masked-tail", "index-width", "grid-heads", "many-tiles",
                     "wide-offsets")  # cheapest first
+#: The score-floor probe (forced only, within the size profile): every score of a row equal and
+#: as low as the contract lets a finite score go at scale 1 (qk_limit: 1 / SCORE_HEADROOM of the
+#: compute format's largest value, -5.3e36 in float32, -D 65504**2 with float16 inputs):
+#: Q constant a, K constant -a, so the visible keys weigh the same and the exact output is the
+#: mean of their V, which lies in [v / 2, 3 v / 2] (0 outside the hull).  Masks and the causal
+#: flag as drawn, no special value.  A kernel whose running maximum starts at a finite stand-in
+#: for -inf (-1e30, -1e20, -65504) above the scores, or that takes scores below such a value for
+#: masked ones, computes exp(s - m) = 0 for every key: 0 or 0/0 = NaN, not the mean.  Drawn at
+#: random such rows come only from an untamed scale (one case in WILD_ODDS) with large Q and K;
+#: a blind mutant whose maximum started at -1e30 lived in bfloat16 and float32 (fifth red team,
+#: 2026-12-05).
+SCORE_HEADROOM = 64.0
 #: The masked-lead and masked-tail probes (forced only, where the target takes a boolean mask;
 #: masked-tail also where it takes a top-left causal flag with Nq != Nk): the longest keys
 #: (up to MASKED_KEYS_MAX, past the size profile, with few queries: see MASKED_KEYS_MAX), no
@@ -604,7 +617,7 @@ def _lay_out_mask(keep: np.ndarray, layout: str, batch_heads: tuple[int, int], d
 
 def qk_limit(fmt: FloatFormat, head_dim: int, scale: float) -> float:
     """Largest |entry| of Q and K: no overflow of q.k or scale*q.k in the compute format (see module doc)."""
-    return min(fmt.max_finite, math.sqrt(_compute_max(fmt) / (64.0 * head_dim * max(abs(scale), 1.0))))
+    return min(fmt.max_finite, math.sqrt(_compute_max(fmt) / (SCORE_HEADROOM * head_dim * max(abs(scale), 1.0))))
 
 
 def _compute_format(fmt: FloatFormat) -> FloatFormat:
@@ -1668,6 +1681,13 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         layouts = tuple(layout if layout in _layouts_for(c, long_shapes[i > 0], fmt)
                         and not (i > 0 and layout == "head-broadcast") else "contiguous"
                         for i, layout in enumerate(layouts))
+    if c.probe == "score-floor":
+        # See SCORE_HEADROOM: scores -D a**2 at scale 1, a the largest Q and K entry allowed there.
+        scale, specials = 1.0, ()
+        a = _floor_to_format(qk_limit(fmt, head_dim, 1.0), fmt)
+        q, k = ValueRecipe("constant", offset=a), ValueRecipe("constant", offset=-a)
+        value = _floor_to_format(min(max(v.scale, ABSORPTION_MIN_V_VALUE), v_limit(fmt, seq_k) / 8.0), fmt)
+        v = ValueRecipe("uniform", scale=value / 2.0, offset=value)
     tile = 1
     if c.probe == "wide-offsets":
         layouts = ("contiguous",) * 3  # the engine makes the repetitions, contiguous

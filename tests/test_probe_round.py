@@ -66,6 +66,8 @@ def _attention_probe_holds(probe: str, case) -> bool:
         "masked-tail": ((not s.causal and s.mask is not None and s.mask.kind == "key-padding" and s.mask.side == "end"
                          and s.mask.pads == (s.seq_k - max(1, s.seq_k // A.MASKED_LEAD_VISIBLE_SHARE),))
                         or (s.causal and s.mask is None and s.seq_q <= max(1, s.seq_k // A.MASKED_LEAD_VISIBLE_SHARE))),
+        "score-floor": (s.scale == 1.0 and s.q.kind == s.k.kind == "constant" and s.q.offset == -s.k.offset > 0
+                        and s.v.kind == "uniform" and s.v.offset == 2 * s.v.scale > 0 and not s.specials),
         "far-tail": (s.k.kind == "key-spike" and s.v.kind == "key-spike" and s.q.kind == "constant"
                      and s.v.scale == 0.0 and s.v.gap == -s.v.offset and s.k.count == s.v.count),
         "grid-heads": (s.batch * s.heads_q > GRID_AXIS_LIMIT and max(s.seq_q, s.seq_k) <= A.GRID_HEADS_MAX_SEQ
@@ -139,6 +141,13 @@ def test_the_simplest_case_of_a_forced_probe_is_its_strongest() -> None:
         capped = find(attention_cases(dtypes=("float16",), max_seq=MAX_SEQ, probe=probe,
                                       caps=Capabilities(max_length=1000)), lambda c: True, **first)
         assert capped.spec.seq_k == 1000
+    scores = {}  # every key's score, the same: scale D a (-a)
+    for dtype in ("float32", "float16"):
+        s = find(attention_cases(dtypes=(dtype,), max_seq=MAX_SEQ, probe="score-floor"), lambda c: True, **first).spec
+        scores[dtype] = (s.scale * s.head_dim * s.q.offset * s.k.offset, s.head_dim)
+    lowest = get_format("float32").max_finite / A.SCORE_HEADROOM  # the contract's floor at scale 1 (qk_limit)
+    assert -lowest <= scores["float32"][0] < -0.99 * lowest  # -5.3e36: below any finite stand-in for -inf
+    assert scores["float16"][0] == -scores["float16"][1] * 65504.0**2  # float16 entries end at 65504
     # where the target takes no boolean mask, the causal flag hides the tail
     tail = find(attention_cases(dtypes=("float16",), max_seq=MAX_SEQ, probe="masked-tail",
                                 caps=Capabilities(bool_mask=False)), lambda c: True, **first)
@@ -204,14 +213,15 @@ def test_which_probes_the_arguments_allow_and_clear_errors_otherwise() -> None:
     # the summation-bias check needs rows of 2048 entries: a target limited below has no mixed row
     assert "mixed-row" not in softmax_probes(caps=Capabilities(max_length=S.MIXED_MIN_LENGTH - 1))
     assert "mixed-row" in softmax_probes(caps=Capabilities(max_length=S.MIXED_MIN_LENGTH))
-    assert attention_probes(probes=False, index_widths=False) == ("zero-scale", "causal-offset", "masked-lead",
-                                                                  "masked-tail")  # not sizes
+    assert attention_probes(probes=False, index_widths=False) == ("zero-scale", "causal-offset", "score-floor",
+                                                                  "masked-lead", "masked-tail")  # not sizes
     assert "masked-lead" not in attention_probes(caps=Capabilities(bool_mask=False))
     assert "masked-tail" in attention_probes(caps=Capabilities(bool_mask=False))  # by the causal flag
     assert "masked-tail" not in attention_probes(caps=Capabilities(bool_mask=False, causal_square_only=True))
     assert "masked-tail" not in attention_probes(caps=Capabilities(neg_inf=False))
-    assert attention_probes(max_seq=8) == ("zero-scale", "causal-offset", "many-heads", "mid-keys", "mid-queries",
-                                           "masked-lead", "masked-tail", "index-width")  # absorption: 17 keys
+    assert attention_probes(max_seq=8) == ("zero-scale", "causal-offset", "score-floor", "many-heads", "mid-keys",
+                                           "mid-queries", "masked-lead", "masked-tail",
+                                           "index-width")  # absorption: 17 keys
     assert "causal-offset" not in attention_probes(caps=Capabilities(causal_square_only=True))
     assert "causal-offset" not in attention_probes(caps=Capabilities(causal=False))
     with pytest.raises(InvalidArgument, match=r"probe must be None or one of"):
