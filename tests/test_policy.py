@@ -265,6 +265,35 @@ def test_a_target_is_held_to_the_masked_rows_it_declares(declared: str, passes: 
     assert not engine.check_softmax_input(target, x, masked_rows="nan", compare_naive=False).evaluation.violations
 
 
+def test_either_masked_row_convention_holds_for_every_such_row_of_a_call() -> None:
+    """Under "either" a target picks 0 or NaN for its fully masked rows, one of them a call: a kernel
+    whose empty-row guard sees the mask but not the causal flag returns 0 for rows the mask empties
+    and 0/0 = NaN for rows only both empty together (a blind mutant, fifth red team, 2026-12-05)."""
+    q = torch.zeros(1, 1, 3, 4)
+    k, v = torch.zeros(1, 1, 3, 4), torch.ones(1, 1, 3, 4)
+    # row 0 empty by the mask; row 1 sees key 2 alone, past it under causal: empty by the two together
+    mask = torch.tensor([[False, False, False], [False, False, True], [True, True, True]])
+    empty = torch.tensor([True, True, False])[:, None]
+
+    def mixed(q, k, v, *, scale, causal=False, mask=None):
+        out = reference.naive_attention(q, k, v, scale=scale, causal=causal, mask=mask)  # 0 for empty rows
+        return torch.where(empty & mask.any(-1)[:, None], math.nan, out)  # NaN where the mask alone does not empty
+
+    def nans(q, k, v, *, scale, causal=False, mask=None):
+        out = reference.naive_attention(q, k, v, scale=scale, causal=causal, mask=mask)
+        return torch.where(empty, math.nan, out)
+
+    def judged(fn):
+        target = Target("t", "attention", fn, Capabilities(), "test")
+        return engine.check_attention_input(target, q, k, v, scale=0.5, causal=True, mask=mask,
+                                            compare_naive=False).evaluation
+
+    violations = judged(mixed).violations
+    assert [x.kind for x in violations] == ["masked-row"] and "both all 0" in violations[0].message
+    assert judged(reference.naive_attention).ok  # 0 for both: one convention
+    assert judged(nans).ok  # NaN for both
+
+
 # ---- one normalizer a row --------------------------------------------------------------------
 
 def _perturbed_softmax(rel: torch.Tensor):

@@ -135,6 +135,17 @@ def _masked_row_violation(got_rows: torch.Tensor, index_rows: torch.Tensor, poli
     all_zero = (got_rows == 0).all(-1)
     ok = {"either": all_nan | all_zero, "nan": all_nan, "zero": all_zero}[policy]
     if bool(ok.all()):
+        if policy == "either" and bool(all_nan.any()) and bool(all_zero.any()):
+            # One convention a call: a kernel that finds its empty rows on one path (the mask)
+            # and lets another (mask and causal together) divide 0 by 0 mixes them.
+            zero, nan = (tuple(int(i) for i in index_rows[int(torch.nonzero(m)[0])]) for m in (all_zero, all_nan))
+            return Violation(
+                "masked-row",
+                f"rows with no unmasked entry come back both all 0 ({what} {zero}) and all NaN ({what} {nan}); "
+                f"the contract (--masked-rows either) lets a target return either, one of them for every such "
+                f"row of a call, not both",
+                index=nan,
+            )
         return None
     bad = int(torch.nonzero(~ok)[0])
     row = got_rows[bad]
