@@ -232,7 +232,11 @@ def run_cell(target: Target, dtype: str, base: CheckOptions, budget_s: float, se
         return CellRun(search.check_cell(target, dtype, base), observer, 0.0, 0, "unsupported")
     start = time.perf_counter()
     merged: CellResult | None = None
-    planned, chunk, stop = min(FIRST_CHUNK, max_examples), 0, "budget"
+    # The first chunk holds the probe round (which a search of fewer than twice its examples
+    # skips): with a chunk of FIRST_CHUNK, a cell of more than 6 probes, every attention cell,
+    # never ran it.
+    first = max(FIRST_CHUNK, 2 * search.probe_round_examples(target, dtype, base))
+    planned, chunk, stop = min(first, max_examples), 0, "budget"
     warmup = 0.0  # the first chunk's first example, left out of the budget (CheckOptions.exempt_warmup)
     with observing(observer) if observe else nullcontext():
         while True:

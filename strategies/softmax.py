@@ -150,8 +150,18 @@ ROW_COST = 32
 GRID_ROWS_MAX_LENGTH = 16
 #: The rare probes of ``softmax_cases``, by name: ``probe=`` draws only that one (and
 #: ``softmax_probes`` says which the arguments allow).
-SOFTMAX_PROBES = ("four-d", "many-rows", "mixed-row", "long-row", "plateau-row", "index-width", "grid-rows",
+SOFTMAX_PROBES = ("one-entry", "four-d", "many-rows", "mixed-row", "long-row", "plateau-row", "index-width", "grid-rows",
                   "wide-offsets")  # cheapest first
+#: The one-entry probe (forced only, where rows of one entry are allowed): ONE_ENTRY_ROWS rows
+#: (at most max_rows) of one entry each, 2-D, one row of every kind: finite (its softmax is 1),
+#: -inf (a fully masked row: 0 or NaN), NaN and +inf (NaN), -0.0 (1), in ONE_ENTRY_KINDS order,
+#: repeated, those the format and the target allow.  A row of one entry is a kernel's degenerate
+#: case, often a shortcut (return 1, skip the max and the sum) that never reads the entry; drawn
+#: at random, such rows came about one case in 30, nearly all Hypothesis's first simple ones, and
+#: none of 300 float16 cases had a NaN, an infinity or a mask on them: a blind mutant returning 1
+#: for every one-entry row lived in float16, bfloat16 and float32 (fifth red team, 2026-12-05).
+ONE_ENTRY_ROWS = 8
+ONE_ENTRY_KINDS = ("finite", "masked", "nan", "+inf", "neg-zero")
 #: The mixed-row probe's longest row (``probe="mixed-row"``): one or two well-mixed rows of
 #: MIXED_MIN_LENGTH to this many entries.  A sum rounded toward zero is off by ~n u_c / 3
 #: against the bias check's ~10 sqrt(n) u_c, so the margin grows as sqrt(n) / 30: 3.0x here,
@@ -509,6 +519,8 @@ class _SoftmaxConfig:
         if self.wide_range is None:
             out["wide-offsets"] = (f"wide_offsets=False (the search turns it on for CUDA devices), or "
                                    f"caps.max_length below {WIDE_MIN_LENGTH}")
+        if self.min_length > 1:
+            out["one-entry"] = "caps.min_length above 1"
         return out
 
     def __repr__(self) -> str:
@@ -779,6 +791,8 @@ def _softmax_cases(draw: st.DrawFn, c: _SoftmaxConfig) -> SoftmaxCase:
             full = not draw(st.booleans())
             length = c.mixed_range[1] if full else draw(lengths(*c.mixed_range))
             rows, batch, heads = 2 if rows % 2 == 0 else 1, min(batch, 1), 0
+        elif forced == "one-entry":
+            length, rows, batch, heads = 1, min(c.max_rows, ONE_ENTRY_ROWS), 0, 0
         elif wide:  # one long row: the cost stays that of an ordinary example
             length, rows, batch, heads = index_width_length(c.index_lengths, seed), 1, 0, 0
         elif long_row:
@@ -840,6 +854,16 @@ def _softmax_cases(draw: st.DrawFn, c: _SoftmaxConfig) -> SoftmaxCase:
         specials = ()  # a NaN row is NaN whatever was read; masks stay (at least half the rows live)
     if mixed and explicit is None:
         specials, mask = (), MaskSpec()  # a masked or special entry takes the row out of the bias check
+    if c.probe == "one-entry":
+        # One row of each kind in turn (see ONE_ENTRY_KINDS): the rest as drawn.
+        mask, specials, rows_of = MaskSpec(), [], {}
+        allowed = [k for k in ONE_ENTRY_KINDS if k == "finite" or (k == "masked" and c.masks and fmt.has_inf)
+                   or k in special_kinds(fmt, c.special_values)]
+        for r in range(rows):
+            rows_of.setdefault(allowed[r % len(allowed)], []).append(r)
+        if rows_of.get("masked"):
+            mask = MaskSpec("fully-masked-row", rows=tuple(rows_of["masked"]))
+        specials = tuple(SpecialSpec(k, "x", (r, 0)) for k in ONE_ENTRY_KINDS[2:] for r in rows_of.get(k, ()))
     if c.probe in ("long-row", "plateau-row") and explicit is None:
         # The probe round's long rows at full strength, with no mask or special value to hide a
         # wrong maximum, their first recipe: for long-row a drift that rises past exp's range, so

@@ -47,6 +47,8 @@ def _softmax_probe_holds(probe: str, case) -> bool:
         "mixed-row": (S.MIXED_MIN_LENGTH <= s.length <= S.MIXED_PROBE_MAX_LENGTH and total_rows <= 2
                       and all(r.kind == "uniform" for r in s.recipes) and s.mask.kind == "none" and not s.specials),
         "many-rows": MAX_ROWS < total_rows <= S.MANY_ROWS[1] and s.length <= MAX_LENGTH,
+        "one-entry": (s.length == 1 and total_rows == min(MAX_ROWS, S.ONE_ENTRY_ROWS) and s.mask.kind == "fully-masked-row"
+                      and {sp.kind for sp in s.specials} == {"nan", "+inf", "neg-zero"}),
         "four-d": s.heads >= 1 and s.batch >= 1 and "shape:4d" in case.features,
         "grid-rows": total_rows > GRID_AXIS_LIMIT and s.length <= S.GRID_ROWS_MAX_LENGTH and "rows:grid" in case.features,
     }[probe]
@@ -205,9 +207,11 @@ def test_which_probes_the_arguments_allow_and_clear_errors_otherwise() -> None:
     with pytest.raises(InvalidArgument, match=r"tiles_seq \(within caps.max_length\) below 260"):
         attention_cases(probe="many-tiles")
     assert softmax_probes(elementwise=True) == ()
-    assert softmax_probes(caps=Capabilities(max_length=1000), max_length=300) == ("four-d", "many-rows", "long-row",
-                                                                                  "plateau-row")
-    assert softmax_probes(many_rows=False, four_d=False) == ("mixed-row", "long-row", "plateau-row", "index-width")
+    assert softmax_probes(caps=Capabilities(max_length=1000), max_length=300) == ("one-entry", "four-d", "many-rows",
+                                                                                  "long-row", "plateau-row")
+    assert softmax_probes(many_rows=False, four_d=False) == ("one-entry", "mixed-row", "long-row", "plateau-row",
+                                                             "index-width")
+    assert "one-entry" not in softmax_probes(caps=Capabilities(min_length=2))
     assert "plateau-row" not in softmax_probes(long_rows=False)
     assert "mixed-row" not in softmax_probes(long_rows=False)
     # the summation-bias check needs rows of 2048 entries: a target limited below has no mixed row
@@ -296,6 +300,17 @@ def test_a_campaign_cell_tries_the_probes_in_its_first_chunk_only(monkeypatch) -
         if probe == "many-rows":
             continue  # sized by the speed measured in the chunk
         simplest = find(softmax_cases(**args, probe=probe), lambda c: True, settings=first)
+        assert sum(c.spec == simplest.spec for c in seen) == 1, probe
+    # an attention cell's first chunk holds its round too: more probes than FIRST_CHUNK's 12 examples
+    # allowed (a round needs twice its examples), so campaign cells never ran it before 2026-12-05
+    target = get_target("ref-naive-attention")
+    assert search.probe_round_examples(target, "float32", base) > 6
+    seen = []
+    with search.observing_cases(before=seen.append):
+        run_cell(target, "float32", base, budget_s=600.0, seed=1, max_examples=40, observe=False)
+    args = search._strategy_args(target, "float32", base)
+    for probe in ("zero-scale", "causal-offset", "score-floor", "masked-tail"):
+        simplest = find(attention_cases(**args, probe=probe), lambda c: True, settings=first)
         assert sum(c.spec == simplest.spec for c in seen) == 1, probe
 
 

@@ -549,6 +549,14 @@ def probe_round(target: Target, dtype: str, opts: CheckOptions) -> tuple[str, ..
     return probes if len(probes) * opts.probe_examples <= opts.max_examples // 2 else ()
 
 
+def probe_round_examples(target: Target, dtype: str, opts: CheckOptions) -> int:
+    """The examples the cell's probe round takes: ``opts.probe_examples`` of every probe the
+    target's strategy can draw.  A search of fewer than twice as many has no round (probe_round)."""
+    if opts.probe_examples < 1:
+        return 0
+    return len(_STRATEGIES[target.op][1](**_strategy_args(target, dtype, opts))) * opts.probe_examples
+
+
 def warm_target_seconds(target: Target, case, opts: CheckOptions) -> float | None:
     """The seconds of a second call of an attention ``target`` on ``case``'s inputs, its compiled
     kernels now cached (None where the call fails)."""
