@@ -247,6 +247,7 @@ MASKED_LEAD_VISIBLE_SHARE = 4
 #: split-KV path for 8192 keys and more ignored both lived (fifth red team, 2026-12-05).  One
 #: past a power of two: the last block ragged.
 MASKED_KEYS_MAX = 16385
+#: A masked probe's plain V (kind normal) rises along the keys by this many of its spreads.
 MASKED_V_RISE = 4.0
 #: The wide-offsets probe (``probe="wide-offsets"`` only, with ``wide_offsets=True``): one batch
 #: entry of 1 to WIDE_BLOCK_HEADS heads (Hq = Hkv), Nq = Nk from WIDE_MIN_SEQ to WIDE_MAX_SEQ (and
@@ -813,7 +814,7 @@ class _AttentionConfig:
     mask_layouts: tuple[str, ...] = MASK_LAYOUTS
     index_lengths: tuple[int, ...] = ()  # rare key lengths past max_seq (lengths.INDEX_WIDTH_LENGTHS)
     mid_keys_max: int = 0  # rare key lengths in (max_seq, mid_keys_max]; 0: none
-    masked_keys_max: int = 0  # the masked probes' longest keys (MASKED_KEYS_MAX); at most max_seq: max_seq
+    masked_keys_max: int = 0  # the masked probes' longest keys (MASKED_KEYS_MAX within caps); below max_seq: max_seq
     mid_queries_max: int = 0  # rare query lengths in (max_seq, mid_queries_max]; 0: none
     decode_max_keys: int = 0  # most keys of a decode step (see _sequence_lengths); max_seq without probes
     roundoffs: dict = field(default_factory=dict)  # format name -> the target's (u_dot, u_c): _tamed_scale

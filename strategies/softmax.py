@@ -114,8 +114,8 @@ MANY_ROWS_MAX_LENGTH = 32
 #: the entries allow.  A persistent grid holds up to 16 programs of 128 threads a SM, 2112 on
 #: the H200's 132 SMs: with 2113 rows one program at least takes a second row, and with fewer
 #: programs each takes several.  Rows past 32 entries leave the paths that pack several short
-#: rows into a warp for ones that give a row a warp or a program each.  With 600 rows of at
-#: most 32 at most, a blind mutant whose 'two rows a program' path for 1024 rows and more of
+#: rows into a warp for ones that give a row a warp or a program each.  With at most 600 rows of
+#: at most 32 entries, a blind mutant whose 'two rows a program' path for 1024 rows and more of
 #: more than 32 entries kept one maximum for both rows lived (fifth red team, 2026-12-05).
 MANY_ROWS_SIZED_MAX = 2113
 #: Row g of a many-rows case is shifted by ``ROW_SHIFT_STEPS[g % 7]`` times the row shift
@@ -124,9 +124,10 @@ MANY_ROWS_SIZED_MAX = 2113
 #: maximum 1 shift higher.  Softmax ignores a row's shift; a maximum, a sum or a scale a kernel
 #: shares between rows or carries from one to the next (rows packed into a warp, a persistent
 #: program's next row) then loses a whole row (0, or 0/0 = NaN) instead of a few ulps.  Seven
-#: distinct steps: rows 1 to 6 apart always differ, and 7 divides no common SM count or
-#: rows-a-program count.
+#: distinct steps: rows 1 to 6 apart always differ, and 7 divides none of the data-centre SM
+#: counts (108, 114, 132, 144) nor a power-of-two count of rows a program.
 ROW_SHIFT_STEPS = (0, 1, -1, 2, -2, 3, -3)
+#: Nats past the smallest subnormal's exponent in the row shift (row_shift_for).
 ROW_SHIFT_MARGIN = 8.0
 #: ...and no more entries in all than this many times max_length, the rows getting
 #: shorter as they get more (600 rows of 2, 64 of 18, 37 of 32 with max_length 300): the
@@ -150,8 +151,8 @@ ROW_COST = 32
 GRID_ROWS_MAX_LENGTH = 16
 #: The rare probes of ``softmax_cases``, by name: ``probe=`` draws only that one (and
 #: ``softmax_probes`` says which the arguments allow).
-SOFTMAX_PROBES = ("one-entry", "four-d", "many-rows", "mixed-row", "long-row", "plateau-row", "index-width", "grid-rows",
-                  "wide-offsets")  # cheapest first
+SOFTMAX_PROBES = ("one-entry", "four-d", "many-rows", "mixed-row", "long-row", "plateau-row", "index-width",
+                  "grid-rows", "wide-offsets")  # cheapest first
 #: The one-entry probe (forced only, where rows of one entry are allowed): ONE_ENTRY_ROWS rows
 #: (at most max_rows) of one entry each, 2-D, one row of every kind: finite (its softmax is 1),
 #: -inf (a fully masked row: 0 or NaN), NaN and +inf (NaN), -0.0 (1), in ONE_ENTRY_KINDS order,
@@ -856,7 +857,7 @@ def _softmax_cases(draw: st.DrawFn, c: _SoftmaxConfig) -> SoftmaxCase:
         specials, mask = (), MaskSpec()  # a masked or special entry takes the row out of the bias check
     if c.probe == "one-entry":
         # One row of each kind in turn (see ONE_ENTRY_KINDS): the rest as drawn.
-        mask, specials, rows_of = MaskSpec(), [], {}
+        mask, rows_of = MaskSpec(), {}
         allowed = [k for k in ONE_ENTRY_KINDS if k == "finite" or (k == "masked" and c.masks and fmt.has_inf)
                    or k in special_kinds(fmt, c.special_values)]
         for r in range(rows):
