@@ -19,7 +19,7 @@ Building, in order (each step only uses bit-exact operations, see ``strategies._
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 import math
 from typing import Any
@@ -151,8 +151,8 @@ ROW_COST = 32
 GRID_ROWS_MAX_LENGTH = 16
 #: The rare probes of ``softmax_cases``, by name: ``probe=`` draws only that one (and
 #: ``softmax_probes`` says which the arguments allow).
-SOFTMAX_PROBES = ("one-entry", "four-d", "many-rows", "mixed-row", "long-row", "plateau-row", "index-width",
-                  "grid-rows", "wide-offsets")  # cheapest first
+SOFTMAX_PROBES = ("one-entry", "four-d", "many-rows", "mixed-row", "long-row", "plateau-row", "edge-spike",
+                  "masked-long", "index-width", "grid-rows", "wide-offsets")  # cheapest first
 #: The one-entry probe (forced only, where rows of one entry are allowed): ONE_ENTRY_ROWS rows
 #: (at most max_rows) of one entry each, 2-D, one row of every kind: finite (its softmax is 1),
 #: -inf (a fully masked row: 0 or NaN), NaN and +inf (NaN), -0.0 (1), in ONE_ENTRY_KINDS order,
@@ -162,6 +162,23 @@ SOFTMAX_PROBES = ("one-entry", "four-d", "many-rows", "mixed-row", "long-row", "
 #: none of 300 float16 cases had a NaN, an infinity or a mask on them: a blind mutant returning 1
 #: for every one-entry row lived in float16, bfloat16 and float32 (fifth red team, 2026-12-05).
 ONE_ENTRY_ROWS = 8
+#: The edge-spike and masked-long probes (forced only, where long rows are allowed): two rows of
+#: the longest long-row length (16385 on the CPU: one entry past a power of two, a ragged tail of
+#: one for every vector width), no special value.
+#: - edge-spike: row 0's last entry and row 1's first exceed the rest of their row by the row
+#:   shift (row_shift_for: past exp's range in the compute format).  A maximum that misses a
+#:   ragged tail (a vector loop over n - n % 4 entries, the tail handled apart) or the first
+#:   block overflows exp there: inf / inf = NaN, where the answer is one-hot.  Drawn at random a
+#:   dominant entry lands in a 16385-entry row's tail one time in 16385.
+#: - masked-long: every entry masked but the last quarter (a leading block: whole masked blocks
+#:   or chunks open the row, whatever their width up to three quarters of it) or, one time in
+#:   two, but the first (padding at the end), with the values moved MASKED_LONG_SHIFTS row shifts
+#:   below 0.  A split-row kernel that gives a wholly masked chunk a finite stand-in maximum (0)
+#:   and merges it with the others then lifts the row's maximum above every live entry by more
+#:   than exp's range: 0 / 0.  The long-row probes have no mask, and drawn masks on long rows
+#:   leave leading blocks of at most 128 entries; a blind mutant with chunks of 1024 lived
+#:   (sixth red team, 2026-12-05).
+MASKED_LONG_SHIFTS = 2
 ONE_ENTRY_KINDS = ("finite", "masked", "nan", "+inf", "neg-zero")
 #: The mixed-row probe's longest row (``probe="mixed-row"``): one or two well-mixed rows of
 #: MIXED_MIN_LENGTH to this many entries.  A sum rounded toward zero is off by ~n u_c / 3
@@ -522,6 +539,10 @@ class _SoftmaxConfig:
                                    f"caps.max_length below {WIDE_MIN_LENGTH}")
         if self.min_length > 1:
             out["one-entry"] = "caps.min_length above 1"
+        if self.long_range is None:
+            out["edge-spike"] = out["masked-long"] = out["long-row"]
+        elif not self.masks:
+            out["masked-long"] = "masks=False, or caps take no -inf"
         return out
 
     def __repr__(self) -> str:
@@ -792,6 +813,8 @@ def _softmax_cases(draw: st.DrawFn, c: _SoftmaxConfig) -> SoftmaxCase:
             full = not draw(st.booleans())
             length = c.mixed_range[1] if full else draw(lengths(*c.mixed_range))
             rows, batch, heads = 2 if rows % 2 == 0 else 1, min(batch, 1), 0
+        elif forced in ("edge-spike", "masked-long"):
+            length, rows, batch, heads = c.long_range[1], 2, 0, 0
         elif forced == "one-entry":
             length, rows, batch, heads = 1, min(c.max_rows, ONE_ENTRY_ROWS), 0, 0
         elif wide:  # one long row: the cost stays that of an ordinary example
@@ -865,6 +888,21 @@ def _softmax_cases(draw: st.DrawFn, c: _SoftmaxConfig) -> SoftmaxCase:
         if rows_of.get("masked"):
             mask = MaskSpec("fully-masked-row", rows=tuple(rows_of["masked"]))
         specials = tuple(SpecialSpec(k, "x", (r, 0)) for k in ONE_ENTRY_KINDS[2:] for r in rows_of.get(k, ()))
+    if c.probe == "edge-spike" and explicit is None:
+        # See MASKED_LONG_SHIFTS: the spike at the end of row 0, at the start of row 1.
+        gap = row_shift_for(fmt)
+        recipes = tuple(ValueRecipe("dominant", scale=1.0, gap=gap, count=at) for at in (1, 2))
+        specials, mask = (), MaskSpec()
+    if c.probe == "masked-long" and explicit is None:
+        # See MASKED_LONG_SHIFTS: the last quarter live (lead; the simplest case) or the first (tail).
+        lead = not draw(st.booleans())
+        masked = length - max(1, length // 4)
+        if fmt.has_inf:
+            mask = (MaskSpec("leading-block", block=masked) if lead
+                    else MaskSpec("key-padding", pads=(masked,), side="end"))
+        low = -MASKED_LONG_SHIFTS * row_shift_for(fmt)
+        recipes = tuple(replace(r, offset=r.offset + low) for r in recipes)
+        specials = ()
     if c.probe in ("long-row", "plateau-row") and explicit is None:
         # The probe round's long rows at full strength, with no mask or special value to hide a
         # wrong maximum, their first recipe: for long-row a drift that rises past exp's range, so

@@ -18,7 +18,8 @@ ties
     online-softmax rescaling with equal running maxima.
 dominant
     one entry exceeds the rest by ``gap``: a one-hot result whose small entries
-    must underflow gracefully rather than become NaN.
+    must underflow gracefully rather than become NaN.  The entry is at a random
+    position (``count`` 0), the row's last (1) or its first (2).
 cancellation
     a large offset with a spread of a few ulps of that offset: ``x - max`` is
     computed from nearly equal large numbers (e.g. 3e4 +- 1e-2 in float32).
@@ -109,6 +110,8 @@ ALL_VALUE_KINDS = tuple(dict.fromkeys(SOFTMAX_VALUE_KINDS + V_VALUE_KINDS + PROB
 VERY_NEGATIVE_CEILING = -1.25e4
 
 #: Kinds whose ``scale`` is a spread around ``offset``: tiny/huge-scale features apply.
+#: Where a ``dominant`` row's large entry is, by its ``count``.
+DOMINANT_AT = ("random", "last", "first")
 SPREAD_KINDS = ("normal", "uniform", "ties", "dominant", "outliers", "drift", "seq-drift", "slab-levels")
 
 
@@ -119,7 +122,7 @@ class ValueRecipe:
     kind: str = "normal"
     scale: float = 1.0
     offset: float = 0.0
-    count: int = 0  # ties: entries equal to the maximum
+    count: int = 0  # ties: entries equal to the maximum; dominant: where (DOMINANT_AT); key-spike: which end
     gap: float = 0.0  # dominant: margin over the rest; outliers: outlier std in units of scale
     rate: float = 0.0  # outliers: probability of an outlier
 
@@ -135,6 +138,8 @@ class ValueRecipe:
             raise spec_error("value recipe", "count must be an int", self.count)
         if self.scale < 0 or not 0 <= self.rate <= 1 or self.count < 0:
             raise spec_error("value recipe", "need scale >= 0, 0 <= rate <= 1, count >= 0", self)
+        if self.kind == "dominant" and self.count >= len(DOMINANT_AT):
+            raise spec_error("value recipe", f"a dominant entry's count picks {DOMINANT_AT} (0, 1 or 2)", self.count)
 
     # ---- replay -----------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -156,7 +161,8 @@ class ValueRecipe:
         if k == "ties":
             return f"ties(scale={num(self.scale)}{off}, count={self.count})"
         if k == "dominant":
-            return f"dominant(scale={num(self.scale)}{off}, gap={num(self.gap)})"
+            at = f", at={DOMINANT_AT[self.count]}" if self.count else ""
+            return f"dominant(scale={num(self.scale)}{off}, gap={num(self.gap)}{at})"
         if k == "outliers":
             return f"outliers(scale={num(self.scale)}{off}, std={num(self.gap)}, rate={num(self.rate)})"
         if k in ("drift", "seq-drift"):
@@ -253,7 +259,8 @@ class ValueRecipe:
             x = self.offset + self.scale * rng.standard_normal(shape)
             rows = x.reshape(-1, n)
             for row in rows:
-                row[rng.integers(0, n)] = row.max() + self.gap
+                at = (rng.integers(0, n), n - 1, 0)[self.count]
+                row[at] = row.max() + self.gap
             return x
         if k == "key-spike":
             if len(shape) < 2:

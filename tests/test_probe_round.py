@@ -49,6 +49,10 @@ def _softmax_probe_holds(probe: str, case) -> bool:
         "many-rows": MAX_ROWS < total_rows <= S.MANY_ROWS[1] and s.length <= MAX_LENGTH,
         "one-entry": (s.length == 1 and total_rows == min(MAX_ROWS, S.ONE_ENTRY_ROWS) and s.mask.kind == "fully-masked-row"
                       and {sp.kind for sp in s.specials} == {"nan", "+inf", "neg-zero"}),
+        "edge-spike": (s.length == 16385 and total_rows == 2 and not s.specials and s.mask.kind == "none"
+                       and [(r.kind, r.count) for r in s.recipes] == [("dominant", 1), ("dominant", 2)]),
+        "masked-long": (s.length == 16385 and total_rows == 2 and not s.specials
+                        and s.mask.kind in ("leading-block", "key-padding")),
         "four-d": s.heads >= 1 and s.batch >= 1 and "shape:4d" in case.features,
         "grid-rows": total_rows > GRID_AXIS_LIMIT and s.length <= S.GRID_ROWS_MAX_LENGTH and "rows:grid" in case.features,
     }[probe]
@@ -172,6 +176,11 @@ def test_the_simplest_case_of_a_forced_probe_is_its_strongest() -> None:
     four = find(softmax_cases(probe="four-d"), lambda c: True, **first)
     assert four.spec.heads == S.MAX_HEADS and "shape:4d" in four.features
     assert four.spec.batch == S.MAX_BATCH and four.spec.length == S.FOUR_D_LENGTH  # a one-entry row's softmax is 1
+    spike = find(softmax_cases(probe="edge-spike"), lambda c: True, **first).spec  # float32 first: 112 nats
+    assert [(r.kind, r.count, r.gap) for r in spike.recipes] == [("dominant", 1, 112.0), ("dominant", 2, 112.0)]
+    masked = find(softmax_cases(probe="masked-long"), lambda c: True, **first).spec
+    assert masked.mask.kind == "leading-block" and masked.mask.block == masked.length - masked.length // 4
+    assert masked.recipes[0].offset == -2 * 112.0  # live entries far below 0: a stand-in maximum of 0 outweighs them
     many = find(softmax_cases(probe="many-rows"), lambda c: True, **first)
     assert many.spec.total_rows == S.MANY_ROWS[1] and many.spec.length == S.MANY_ROWS_SPAN * 300 // S.MANY_ROWS[1]
     assert many.spec.row_shift == S.row_shift_for(get_format("float32")) and "rows:shifted" in many.features
@@ -207,10 +216,11 @@ def test_which_probes_the_arguments_allow_and_clear_errors_otherwise() -> None:
     with pytest.raises(InvalidArgument, match=r"tiles_seq \(within caps.max_length\) below 260"):
         attention_cases(probe="many-tiles")
     assert softmax_probes(elementwise=True) == ()
-    assert softmax_probes(caps=Capabilities(max_length=1000), max_length=300) == ("one-entry", "four-d", "many-rows",
-                                                                                  "long-row", "plateau-row")
+    assert softmax_probes(caps=Capabilities(max_length=1000), max_length=300) == (
+        "one-entry", "four-d", "many-rows", "long-row", "plateau-row", "edge-spike", "masked-long")
     assert softmax_probes(many_rows=False, four_d=False) == ("one-entry", "mixed-row", "long-row", "plateau-row",
-                                                             "index-width")
+                                                             "edge-spike", "masked-long", "index-width")
+    assert "masked-long" not in softmax_probes(caps=Capabilities(neg_inf=False))
     assert "one-entry" not in softmax_probes(caps=Capabilities(min_length=2))
     assert "plateau-row" not in softmax_probes(long_rows=False)
     assert "mixed-row" not in softmax_probes(long_rows=False)
