@@ -33,6 +33,8 @@ values:explicit        small input drawn element by element (spec holds the valu
 rows:mixed-ranges      rows of one matrix drawn from different value recipes
 rows:shifted           neighbouring rows shifted apart past exp's range (many-rows cases): a
                        maximum or sum shared or carried between rows loses a whole row
+values:narrow          float32 or float64 values that are all numbers of the next narrower format
+                       (bfloat16, float32): a dispatch that then runs the narrower kernel is off
 mag:normal ...         the value recipe of some row (see ``strategies.values``)
 mag:tiny-scale         spread <= 1e-3 (values nearly equal: softmax nearly uniform)
 mag:huge-scale         spread >= 1e4 (softmax nearly one-hot, exp overflow without max-shift)
@@ -158,7 +160,7 @@ SOFTMAX_FEATURES: tuple[str, ...] = (
     _DTYPE
     + _LENGTH
     + ("shape:1d", "shape:3d", "shape:4d", "rows:many", "rows:grid", "offsets:wide", "len:long", "values:explicit",
-       "rows:mixed-ranges", "rows:shifted")
+       "rows:mixed-ranges", "rows:shifted", "values:narrow")
     + tuple(f"mag:{k}" for k in SOFTMAX_VALUE_KINDS)
     + ("mag:tiny-scale", "mag:huge-scale")
     + _MASK

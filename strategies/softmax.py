@@ -151,8 +151,8 @@ ROW_COST = 32
 GRID_ROWS_MAX_LENGTH = 16
 #: The rare probes of ``softmax_cases``, by name: ``probe=`` draws only that one (and
 #: ``softmax_probes`` says which the arguments allow).
-SOFTMAX_PROBES = ("one-entry", "four-d", "many-rows", "mixed-row", "long-row", "plateau-row", "edge-spike",
-                  "masked-long", "index-width", "grid-rows", "wide-offsets")  # cheapest first
+SOFTMAX_PROBES = ("one-entry", "narrow-values", "four-d", "many-rows", "mixed-row", "long-row", "plateau-row",
+                  "edge-spike", "masked-long", "index-width", "grid-rows", "wide-offsets")  # cheapest first
 #: The one-entry probe (forced only, where rows of one entry are allowed): ONE_ENTRY_ROWS rows
 #: (at most max_rows) of one entry each, 2-D, one row of every kind: finite (its softmax is 1),
 #: -inf (a fully masked row: 0 or NaN), NaN and +inf (NaN), -0.0 (1), in ONE_ENTRY_KINDS order,
@@ -179,6 +179,13 @@ ONE_ENTRY_ROWS = 8
 #:   leave leading blocks of at most 128 entries; a blind mutant with chunks of 1024 lived
 #:   (sixth red team, 2026-12-05).
 MASKED_LONG_SHIFTS = 2
+#: The narrow-values probe (forced only, for float32 and float64 inputs): an ordinary case whose
+#: values are first rounded to the next narrower format (float64 -> float32, float32 ->
+#: bfloat16), as inputs upcast from it are.  The input still asks for its own format's accuracy:
+#: a dispatch that runs such "losslessly narrowable" inputs through the narrower kernel and casts
+#: back is off by the narrower format's roundoff (a blind mutant doing so for float64 lived:
+#: sixth red team, 2026-12-05; drawn float64 values are almost never all float32 numbers).
+NARROWER = {"float64": "float32", "float32": "bfloat16"}
 ONE_ENTRY_KINDS = ("finite", "masked", "nan", "+inf", "neg-zero")
 #: The mixed-row probe's longest row (``probe="mixed-row"``): one or two well-mixed rows of
 #: MIXED_MIN_LENGTH to this many entries.  A sum rounded toward zero is off by ~n u_c / 3
@@ -222,6 +229,8 @@ class SoftmaxSpec:
     tile: int = 1
     # Flattened row g's values are shifted by row_shift * ROW_SHIFT_STEPS[g % 7] (many rows).
     row_shift: float = 0.0
+    # The narrow-values probe: the values are first rounded to this narrower format ("": none).
+    narrow: str = ""
 
     def __post_init__(self) -> None:
         try:
@@ -244,6 +253,9 @@ class SoftmaxSpec:
                 and 0.0 <= self.row_shift < math.inf):
             raise spec_error("softmax spec", "row_shift must be a finite number >= 0", self.row_shift)
         object.__setattr__(self, "row_shift", float(self.row_shift))
+        if self.narrow and self.narrow != NARROWER.get(fmt.name):
+            raise spec_error("softmax spec", f"narrow must be '' or {fmt.name}'s narrower format "
+                             f"{NARROWER.get(fmt.name)!r}", self.narrow)
         if self.tile > 1 and (self.batch or self.heads or self.vector or self.layout != "contiguous"):
             raise spec_error("softmax spec", "a tiled block (tile > 1) is 2-D and contiguous: batch = heads = 0, "
                              "vector False, layout 'contiguous'")
@@ -328,6 +340,8 @@ class SoftmaxSpec:
             d["tile"] = self.tile
         if self.row_shift:
             d["row_shift"] = self.row_shift
+        if self.narrow:
+            d["narrow"] = self.narrow
         return d
 
     @classmethod
@@ -352,6 +366,7 @@ class SoftmaxSpec:
                 vector=d.pop("vector", False),
                 tile=d.pop("tile", 1),
                 row_shift=d.pop("row_shift", 0.0),
+                narrow=d.pop("narrow", ""),
                 **reject_extra_keys(d),
             )
         except (KeyError, TypeError) as err:
@@ -392,7 +407,14 @@ class SoftmaxSpec:
         return x
 
     def build(self, device: str = "cpu") -> torch.Tensor:
-        x = to_format(self.values(), self.format).reshape(self.shape)
+        values = self.values()
+        if self.narrow:
+            # Finite values clipped to the narrower format's range and rounded to it; -inf, +inf
+            # and NaN stay as they are.
+            top = get_format(self.narrow).max_finite
+            values = np.where(np.isfinite(values), np.clip(values, -top, top), values)
+            values = to_format(values, get_format(self.narrow)).to(torch.float64).numpy()
+        x = to_format(values, self.format).reshape(self.shape)
         return materialize(x, self.layout, device)
 
 
@@ -428,6 +450,8 @@ def softmax_features(spec: SoftmaxSpec) -> tuple[str, ...]:
             found.append("rows:mixed-ranges")
         if spec.row_shift and total_rows > 1:
             found.append("rows:shifted")
+    if spec.narrow:
+        found.append("values:narrow")
     found.extend(spec.mask.kind_features())
     found.extend(keep_features(spec.keep()))
     found.extend(f"special:{s.kind}" for s in spec.specials)
@@ -472,6 +496,8 @@ class SoftmaxCase(ReplayableRepr):
             parts.append("rows-cycle[" + "; ".join(r.describe() for r in s.recipes) + "]")
         if s.row_shift:
             parts.append(f"row-shift={num(s.row_shift)}x(0,1,-1,2,-2,3,-3)")
+        if s.narrow:
+            parts.append(f"values-in={short_dtype(s.narrow)}")
         if s.mask.kind != "none":
             parts.append(f"mask={s.mask.describe()}")
         if s.specials:
@@ -539,6 +565,8 @@ class _SoftmaxConfig:
                                    f"caps.max_length below {WIDE_MIN_LENGTH}")
         if self.min_length > 1:
             out["one-entry"] = "caps.min_length above 1"
+        if not any(f.name in NARROWER for f in self.formats):
+            out["narrow-values"] = "no float32 or float64 among the dtypes"
         if self.long_range is None:
             out["edge-spike"] = out["masked-long"] = out["long-row"]
         elif not self.masks:
@@ -741,7 +769,9 @@ def _live_share(mask: MaskSpec, rows: int, length: int) -> float:
 
 @st.composite
 def _softmax_cases(draw: st.DrawFn, c: _SoftmaxConfig) -> SoftmaxCase:
-    fmt = draw(st.sampled_from(c.formats))
+    # The narrow-values probe draws a format that has a narrower one (NARROWER).
+    narrowable = tuple(f for f in c.formats if f.name in NARROWER) if c.probe == "narrow-values" else ()
+    fmt = draw(st.sampled_from(narrowable or c.formats))
     # First: the probes' lengths come from the seed, and the mask is drawn for the length.
     seed = draw(st.integers(0, _rng.SEED_MAX))
     wide = False  # one row at a 16-bit index width, to show misaddressing
@@ -813,6 +843,9 @@ def _softmax_cases(draw: st.DrawFn, c: _SoftmaxConfig) -> SoftmaxCase:
             full = not draw(st.booleans())
             length = c.mixed_range[1] if full else draw(lengths(*c.mixed_range))
             rows, batch, heads = 2 if rows % 2 == 0 else 1, min(batch, 1), 0
+        elif forced == "narrow-values":
+            # The most rows of the longest length first: one entry's softmax is 1 in any format.
+            rows, length = largest_first(draw, 1, c.max_rows), largest_first(draw, c.min_length, c.max_length)
         elif forced in ("edge-spike", "masked-long"):
             length, rows, batch, heads = c.long_range[1], 2, 0, 0
         elif forced == "one-entry":
@@ -929,6 +962,7 @@ def _softmax_cases(draw: st.DrawFn, c: _SoftmaxConfig) -> SoftmaxCase:
     layout = draw(st.sampled_from(layouts))
     # Many rows: each row shifted against its neighbours past exp's range (see ROW_SHIFT_STEPS).
     row_shift = row_shift_for(fmt) if many_case and explicit is None else 0.0
+    narrow = NARROWER.get(fmt.name, "") if c.probe == "narrow-values" else ""
     spec = SoftmaxSpec(
         dtype=fmt.name,
         rows=rows,
@@ -944,6 +978,7 @@ def _softmax_cases(draw: st.DrawFn, c: _SoftmaxConfig) -> SoftmaxCase:
         vector=vector,
         tile=tile,
         row_shift=row_shift,
+        narrow=narrow,
     )
     return SoftmaxCase(spec)
 

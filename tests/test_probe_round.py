@@ -8,7 +8,10 @@ cell's search (``PROBE_ROUND_AT``).  CPU only, a few seconds.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
+import torch
 from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis.errors import InvalidArgument
 
@@ -49,6 +52,7 @@ def _softmax_probe_holds(probe: str, case) -> bool:
         "many-rows": MAX_ROWS < total_rows <= S.MANY_ROWS[1] and s.length <= MAX_LENGTH,
         "one-entry": (s.length == 1 and total_rows == min(MAX_ROWS, S.ONE_ENTRY_ROWS) and s.mask.kind == "fully-masked-row"
                       and {sp.kind for sp in s.specials} == {"nan", "+inf", "neg-zero"}),
+        "narrow-values": s.narrow == S.NARROWER.get(s.dtype, "none") and "values:narrow" in case.features,
         "edge-spike": (s.length == 16385 and total_rows == 2 and not s.specials and s.mask.kind == "none"
                        and [(r.kind, r.count) for r in s.recipes] == [("dominant", 1), ("dominant", 2)]),
         "masked-long": (s.length == 16385 and total_rows == 2 and not s.specials
@@ -176,6 +180,11 @@ def test_the_simplest_case_of_a_forced_probe_is_its_strongest() -> None:
     four = find(softmax_cases(probe="four-d"), lambda c: True, **first)
     assert four.spec.heads == S.MAX_HEADS and "shape:4d" in four.features
     assert four.spec.batch == S.MAX_BATCH and four.spec.length == S.FOUR_D_LENGTH  # a one-entry row's softmax is 1
+    narrow = find(softmax_cases(probe="narrow-values"), lambda c: True, **first).spec
+    assert (narrow.narrow, narrow.rows, narrow.length) == ("bfloat16", 8, 300)  # float32 holding bfloat16 values
+    x = narrow.build()
+    assert torch.equal(x.to(torch.bfloat16).to(torch.float32), x) and not torch.equal(
+        dataclasses.replace(narrow, narrow="").build(), x)
     spike = find(softmax_cases(probe="edge-spike"), lambda c: True, **first).spec  # float32 first: 112 nats
     assert [(r.kind, r.count, r.gap) for r in spike.recipes] == [("dominant", 1, 112.0), ("dominant", 2, 112.0)]
     masked = find(softmax_cases(probe="masked-long"), lambda c: True, **first).spec
@@ -217,10 +226,11 @@ def test_which_probes_the_arguments_allow_and_clear_errors_otherwise() -> None:
         attention_cases(probe="many-tiles")
     assert softmax_probes(elementwise=True) == ()
     assert softmax_probes(caps=Capabilities(max_length=1000), max_length=300) == (
-        "one-entry", "four-d", "many-rows", "long-row", "plateau-row", "edge-spike", "masked-long")
-    assert softmax_probes(many_rows=False, four_d=False) == ("one-entry", "mixed-row", "long-row", "plateau-row",
+        "one-entry", "narrow-values", "four-d", "many-rows", "long-row", "plateau-row", "edge-spike", "masked-long")
+    assert softmax_probes(many_rows=False, four_d=False) == ("one-entry", "narrow-values", "mixed-row", "long-row", "plateau-row",
                                                              "edge-spike", "masked-long", "index-width")
     assert "masked-long" not in softmax_probes(caps=Capabilities(neg_inf=False))
+    assert "narrow-values" not in softmax_probes(dtypes=("float16", "bfloat16"))
     assert "one-entry" not in softmax_probes(caps=Capabilities(min_length=2))
     assert "plateau-row" not in softmax_probes(long_rows=False)
     assert "mixed-row" not in softmax_probes(long_rows=False)
@@ -279,7 +289,8 @@ def test_the_search_tries_every_probe_after_a_tenth() -> None:
     assert len(seen) == n
     first = int(n * search.PROBE_ROUND_AT)
     probes = search.probe_round(get_target(name), "float16", search.CheckOptions(max_examples=n))
-    assert probes == SOFTMAX_PROBES[:-2]  # grid-rows comes after, sized by the speed; wide-offsets last
+    # grid-rows comes after, sized by the speed; wide-offsets last; float16 has no narrower format
+    assert probes == tuple(p for p in SOFTMAX_PROBES[:-2] if p != "narrow-values")
     for i, probe in enumerate(probes):
         assert _softmax_probe_holds(probe, seen[first + i]), (probe, seen[first + i].describe())
 
@@ -306,7 +317,7 @@ def test_a_campaign_cell_tries_the_probes_in_its_first_chunk_only(monkeypatch) -
     assert run.chunks >= 2 and run.cell.examples == len(seen) == 60
     args = search._strategy_args(target, "float16", base)
     first = settings(max_examples=1, phases=[Phase.generate], **_QUIET)
-    for probe in SOFTMAX_PROBES[:-2]:
+    for probe in softmax_probes(**args):  # the round's (float16: no narrow-values)
         if probe == "many-rows":
             continue  # sized by the speed measured in the chunk
         simplest = find(softmax_cases(**args, probe=probe), lambda c: True, settings=first)

@@ -109,7 +109,8 @@ def _seen(op: str) -> frozenset[str]:
 _FORCED_ONLY = {"rows:grid": dict(probe="grid-rows", grid_rows=65536),
                 "offsets:wide": dict(probe="wide-offsets", wide_offsets=True),
                 "attn:grid-heads": dict(probe="grid-heads", grid_pairs=65536),
-                "attn:many-tiles": dict(probe="many-tiles", tiles_seq=260)}
+                "attn:many-tiles": dict(probe="many-tiles", tiles_seq=260),
+                "values:narrow": dict(probe="narrow-values")}
 
 
 def _reachable(op: str, feature: str) -> None:
