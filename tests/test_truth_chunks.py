@@ -83,3 +83,21 @@ def test_slices_keep_row_major_order_and_whole_groups() -> None:
                                                              (1, 2, 4, 0, 3)]
     # Room for one head but not a group of two: single heads, whole.
     assert list(truth_chunks._slices(1, 2, 2, 3, 5, 20)) == [(0, 0, 1, 0, 3), (0, 1, 2, 0, 3)]
+
+
+@pytest.mark.parametrize("nq, nk", [(1, 8), (16, 16), (64, 64)])
+def test_float64_rows_are_refined_and_measured(nq: int, nk: int) -> None:
+    """Float64 rows are decided only by the exact fallback.  The fast truth has no output and a
+    condition number of 0 on them, so a tolerance taken from it is infinite: choosing the rows
+    to refine by that tolerance refined none, and every float64 row was judged by the hull alone
+    (a float64 target computing in float32, ~1e8 ulps off, passed; sixth red team, 2026-12-05)."""
+    gen = torch.Generator().manual_seed(nq)
+    q, k, v = (torch.randn(1, 2, n, 16, generator=gen, dtype=torch.float64) for n in (nq, nk, nk))
+    fmt = get_format("float64")
+    model = tolerance.ToleranceModel.for_target(get_target("ref-naive-attention-fp64").caps, fmt.name)
+    truth, tol, _ = truth_chunks.attention_truth_and_tolerance(q, k, v, scale=0.25, causal=False, mask=None, fmt=fmt,
+                                                               model=model, max_fallback_work=2e7)
+    assert torch.isfinite(tol).all() and not truth.uncertified_rows.any()
+    single = torch.softmax((q.float() @ k.float().transpose(-1, -2)) * 0.25, -1) @ v.float()
+    err = (single.double() - truth.out.hi).abs() / (fmt.unit_roundoff * truth.cond)
+    assert bool((err > tol).any())  # float32 arithmetic is caught by the tolerance, not only the hull

@@ -421,6 +421,15 @@ def _argument_error(abs_scores: torch.Tensor, shifted: torch.Tensor, q_dtype: to
     return abs_scores * (2 * u_dot_in + _gamma(head_dim, u_c) + u_c) + u_c * 2 * absd
 
 
+def ill_conditioned_rows(q_dtype: torch.dtype, head_dim: int, truth: AttentionTruth,
+                         model: ToleranceModel) -> torch.Tensor:
+    """(B, Hq, Nq): the rows attention_tolerance_units gives an infinite tolerance for their
+    scores (some visible score's argument error may pass ILL_CONDITIONED_ARGUMENT_ERROR), which
+    only the hull judges.  Unlike that tolerance it does not read the truth's output or
+    condition number, so it holds for a truth whose uncertified rows have neither yet."""
+    return _ill_rows(score_error_bound(q_dtype, head_dim, truth, model))
+
+
 def _ill_rows(bound: torch.Tensor) -> torch.Tensor:
     """(B, Hq, Nq): rows where some visible score's argument error may pass
     ILL_CONDITIONED_ARGUMENT_ERROR (or is unbounded)."""

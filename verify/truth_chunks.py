@@ -108,8 +108,11 @@ def attention_truth_and_tolerance(
         def pick(fast: oracle.AttentionTruth) -> torch.Tensor:
             if not fast.uncertified_rows.any():  # nothing undecided: no tolerance pass needed
                 return fast.uncertified_rows
-            tol = tolerance.attention_tolerance_units(qs, vs, fast, fmt, model)
-            return fast.uncertified_rows & ~torch.isinf(tol).all(-1)
+            # Not from the tolerance of the fast truth: its undecided rows have no output and a
+            # condition number of 0, so their tolerance came out infinite and none was refined
+            # (every float64 row, which only the exact fallback decides: a float64 target computing
+            # in float32 passed; sixth red team, 2026-12-05).
+            return fast.uncertified_rows & ~tolerance.ill_conditioned_rows(qs.dtype, qs.shape[-1], fast, model)
 
         truth = oracle.attention_truth(qs, ks, vs, scale=scale, causal=causal_s, mask=mask_s, target=fmt,
                                        max_fallback_work=cap, fallback_only=pick)
