@@ -210,9 +210,9 @@ ATTENTION_PROBES = ("zero-scale", "causal-offset", "score-floor", "absorption", 
                     "mid-queries", "masked-lead", "masked-tail", "index-width", "grid-heads", "many-tiles",
                     "wide-offsets")  # cheapest first
 #: The score-floor probe (forced only, within the size profile): every score of a row equal and
-#: as low as the contract lets a finite score go at scale 1 (qk_limit: 1 / SCORE_HEADROOM of the
-#: compute format's largest value, -5.3e36 in float32, -D 65504**2 with float16 inputs):
-#: Q constant a, K constant -a, so the visible keys weigh the same and the exact output is the
+#: about as low as the contract lets a finite score go (qk_limit: 1 / SCORE_HEADROOM of the
+#: compute format's largest value, -5.3e36 in float32, -D 65504**2 with float16 inputs, times
+#: SCORE_FLOOR_SCALE): Q constant a, K constant -a, so the visible keys weigh the same and the exact output is the
 #: mean of their V, which lies in [v / 2, 3 v / 2] (0 outside the hull).  Masks and the causal
 #: flag as drawn, no special value.  A kernel whose running maximum starts at a finite stand-in
 #: for -inf (-1e30, -1e20, -65504) above the scores, or that takes scores below such a value for
@@ -221,6 +221,11 @@ ATTENTION_PROBES = ("zero-scale", "causal-offset", "score-floor", "absorption", 
 #: a blind mutant whose maximum started at -1e30 lived in bfloat16 and float32 (fifth red team,
 #: 2026-12-05).
 SCORE_HEADROOM = 64.0
+#: The score-floor probe's scale: not a power of two, so that its product with a score rounds.
+#: A kernel that takes the maximum of the raw scores and applies the scale and the shift in one
+#: fused multiply-add (pytorch #121558; our Triton kernel's compiler did, 2026-11-29) leaves
+#: the largest score that rounding error, ~1e29 here, in exp's argument: inf or 0, then NaN.
+SCORE_FLOOR_SCALE = 0.7
 #: The masked-lead and masked-tail probes (forced only, where the target takes a boolean mask;
 #: masked-tail also where it takes a top-left causal flag with Nq != Nk): the longest keys
 #: (up to MASKED_KEYS_MAX, past the size profile, with few queries: see MASKED_KEYS_MAX), no
@@ -1683,9 +1688,9 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
                         and not (i > 0 and layout == "head-broadcast") else "contiguous"
                         for i, layout in enumerate(layouts))
     if c.probe == "score-floor":
-        # See SCORE_HEADROOM: scores -D a**2 at scale 1, a the largest Q and K entry allowed there.
-        scale, specials = 1.0, ()
-        a = _floor_to_format(qk_limit(fmt, head_dim, 1.0), fmt)
+        # See SCORE_HEADROOM: scores -SCORE_FLOOR_SCALE D a**2, a the largest Q and K entry allowed.
+        scale, specials = SCORE_FLOOR_SCALE, ()
+        a = _floor_to_format(qk_limit(fmt, head_dim, scale), fmt)
         q, k = ValueRecipe("constant", offset=a), ValueRecipe("constant", offset=-a)
         value = _floor_to_format(min(max(v.scale, ABSORPTION_MIN_V_VALUE), v_limit(fmt, seq_k) / 8.0), fmt)
         v = ValueRecipe("uniform", scale=value / 2.0, offset=value)

@@ -76,7 +76,7 @@ def _attention_probe_holds(probe: str, case) -> bool:
         "masked-tail": ((not s.causal and s.mask is not None and s.mask.kind == "key-padding" and s.mask.side == "end"
                          and s.mask.pads == (s.seq_k - max(1, s.seq_k // A.MASKED_LEAD_VISIBLE_SHARE),))
                         or (s.causal and s.mask is None and s.seq_q <= max(1, s.seq_k // A.MASKED_LEAD_VISIBLE_SHARE))),
-        "score-floor": (s.scale == 1.0 and s.q.kind == s.k.kind == "constant" and s.q.offset == -s.k.offset > 0
+        "score-floor": (s.scale == A.SCORE_FLOOR_SCALE and s.q.kind == s.k.kind == "constant" and s.q.offset == -s.k.offset > 0
                         and s.v.kind == "uniform" and s.v.offset == 2 * s.v.scale > 0 and not s.specials),
         "far-tail": (s.k.kind == "key-spike" and s.v.kind == "key-spike" and s.q.kind == "constant"
                      and s.v.scale == 0.0 and s.v.gap == -s.v.offset and s.k.count == s.v.count),
@@ -155,9 +155,10 @@ def test_the_simplest_case_of_a_forced_probe_is_its_strongest() -> None:
     for dtype in ("float32", "float16"):
         s = find(attention_cases(dtypes=(dtype,), max_seq=MAX_SEQ, probe="score-floor"), lambda c: True, **first).spec
         scores[dtype] = (s.scale * s.head_dim * s.q.offset * s.k.offset, s.head_dim)
-    lowest = get_format("float32").max_finite / A.SCORE_HEADROOM  # the contract's floor at scale 1 (qk_limit)
-    assert -lowest <= scores["float32"][0] < -0.99 * lowest  # -5.3e36: below any finite stand-in for -inf
-    assert scores["float16"][0] == -scores["float16"][1] * 65504.0**2  # float16 entries end at 65504
+    lowest = A.SCORE_FLOOR_SCALE * get_format("float32").max_finite / A.SCORE_HEADROOM  # qk_limit's floor
+    assert -lowest <= scores["float32"][0] < -0.99 * lowest  # -3.7e36: below any finite stand-in for -inf
+    # float16 entries end at 65504
+    assert scores["float16"][0] == -A.SCORE_FLOOR_SCALE * scores["float16"][1] * 65504.0**2
     # where the target takes no boolean mask, the causal flag hides the tail
     tail = find(attention_cases(dtypes=("float16",), max_seq=MAX_SEQ, probe="masked-tail",
                                 caps=Capabilities(bool_mask=False)), lambda c: True, **first)
