@@ -629,7 +629,7 @@ def qk_limit(fmt: FloatFormat, head_dim: int, scale: float) -> float:
 def _compute_format(fmt: FloatFormat) -> FloatFormat:
     """The format attention on ``fmt`` inputs computes in: float32 for inputs of 32 bits or
     fewer, float64 for float64 (``Capabilities.compute_format``'s default)."""
-    return FORMATS["float64" if fmt.precision > 24 else "float32"]
+    return FORMATS[Capabilities().compute_format(fmt.name)]
 
 
 def _compute_max(fmt: FloatFormat) -> float:

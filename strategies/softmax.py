@@ -162,6 +162,7 @@ SOFTMAX_PROBES = ("one-entry", "narrow-values", "four-d", "many-rows", "mixed-ro
 #: none of 300 float16 cases had a NaN, an infinity or a mask on them: a blind mutant returning 1
 #: for every one-entry row lived in float16, bfloat16 and float32 (fifth red team, 2026-12-05).
 ONE_ENTRY_ROWS = 8
+ONE_ENTRY_KINDS = ("finite", "masked", "nan", "+inf", "neg-zero")
 #: The edge-spike and masked-long probes (forced only, where long rows are allowed): two rows of
 #: the longest long-row length (16385 on the CPU: one entry past a power of two, a ragged tail of
 #: one for every vector width), no special value.
@@ -186,7 +187,6 @@ MASKED_LONG_SHIFTS = 2
 #: back is off by the narrower format's roundoff (a blind mutant doing so for float64 lived:
 #: sixth red team, 2026-12-05; drawn float64 values are almost never all float32 numbers).
 NARROWER = {"float64": "float32", "float32": "bfloat16"}
-ONE_ENTRY_KINDS = ("finite", "masked", "nan", "+inf", "neg-zero")
 #: The mixed-row probe's longest row (``probe="mixed-row"``): one or two well-mixed rows of
 #: MIXED_MIN_LENGTH to this many entries.  A sum rounded toward zero is off by ~n u_c / 3
 #: against the bias check's ~10 sqrt(n) u_c, so the margin grows as sqrt(n) / 30: 3.0x here,
@@ -987,7 +987,7 @@ def row_shift_for(fmt: FloatFormat) -> float:
     """The row shift of a many-rows case of ``fmt`` (see ``ROW_SHIFT_STEPS``): the natural log of
     the compute format's smallest subnormal, negated, plus ROW_SHIFT_MARGIN, rounded up (112 for
     inputs of 32 bits or fewer, computed in float32; 753 for float64)."""
-    compute = get_format("float64" if fmt.precision > 24 else "float32")
+    compute = get_format(Capabilities().compute_format(fmt.name))
     return float(math.ceil(-math.log(compute.smallest_subnormal) + ROW_SHIFT_MARGIN))
 
 

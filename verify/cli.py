@@ -92,7 +92,8 @@ def _add_check(sub) -> None:
                    help="seed of the draws (probe sizes still follow the measured speed; see the README)")
     p.add_argument("--masked-rows", choices=("declared", "nan", "zero", "either"), default="declared",
                    help="what a fully masked row must give: all NaN, all 0, or either (all of the row one or "
-                        "the other, the same one for every such row of a call); default 'declared': what the target declares, else either")
+                        "the other, the same one for every such row of a call); default 'declared': what the "
+                        "target declares, else either")
     p.add_argument("--report", metavar="DIR", help="write DIR/report.json")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds one target call may take (default 120)")
     p.add_argument("--profile", choices=("cpu", "gpu"), default=None,

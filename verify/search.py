@@ -545,18 +545,21 @@ def probe_round(target: Target, dtype: str, opts: CheckOptions) -> tuple[str, ..
     and two seeds drew none.  The round makes every search that lasts past its first tenth
     cover them all.
     """
-    if opts.probe_examples < 1:
-        return ()
-    probes = _STRATEGIES[target.op][1](**_strategy_args(target, dtype, opts))
+    probes = _drawable_probes(target, dtype, opts)
     return probes if len(probes) * opts.probe_examples <= opts.max_examples // 2 else ()
 
 
 def probe_round_examples(target: Target, dtype: str, opts: CheckOptions) -> int:
     """The examples the cell's probe round takes: ``opts.probe_examples`` of every probe the
     target's strategy can draw.  A search of fewer than twice as many has no round (probe_round)."""
+    return len(_drawable_probes(target, dtype, opts)) * max(opts.probe_examples, 0)
+
+
+def _drawable_probes(target: Target, dtype: str, opts: CheckOptions) -> tuple[str, ...]:
+    """The probes the target's strategy can draw for ``dtype`` (none where ``opts.probe_examples`` < 1)."""
     if opts.probe_examples < 1:
-        return 0
-    return len(_STRATEGIES[target.op][1](**_strategy_args(target, dtype, opts))) * opts.probe_examples
+        return ()
+    return _STRATEGIES[target.op][1](**_strategy_args(target, dtype, opts))
 
 
 def warm_target_seconds(target: Target, case, opts: CheckOptions) -> float | None:

@@ -395,8 +395,8 @@ def attention_tolerance_units(
     # first-order bound says nothing about the output's digits; the contract checks such rows
     # against the hull of the values their keys can weigh (attention_value_hull).  Such rows get
     # an infinite tolerance and are counted.
-    tol = torch.where(_ill_rows(score_error_bound(q.dtype, D, truth, model))[..., None],
-                      torch.full_like(tol, float("inf")), tol)
+    ill = ill_conditioned_rows(q.dtype, D, truth, model)
+    tol = torch.where(ill[..., None], torch.full_like(tol, float("inf")), tol)
     finite = (truth.row_status == 0)[..., None] & ~truth.expected_nonfinite
     return torch.where(finite, tol, torch.full_like(tol, float("nan")))
 
@@ -424,15 +424,11 @@ def _argument_error(abs_scores: torch.Tensor, shifted: torch.Tensor, q_dtype: to
 def ill_conditioned_rows(q_dtype: torch.dtype, head_dim: int, truth: AttentionTruth,
                          model: ToleranceModel) -> torch.Tensor:
     """(B, Hq, Nq): the rows attention_tolerance_units gives an infinite tolerance for their
-    scores (some visible score's argument error may pass ILL_CONDITIONED_ARGUMENT_ERROR), which
-    only the hull judges.  Unlike that tolerance it does not read the truth's output or
-    condition number, so it holds for a truth whose uncertified rows have neither yet."""
-    return _ill_rows(score_error_bound(q_dtype, head_dim, truth, model))
-
-
-def _ill_rows(bound: torch.Tensor) -> torch.Tensor:
-    """(B, Hq, Nq): rows where some visible score's argument error may pass
-    ILL_CONDITIONED_ARGUMENT_ERROR (or is unbounded)."""
+    scores: some visible score's argument error may pass ILL_CONDITIONED_ARGUMENT_ERROR (or is
+    unbounded), and only the hull judges them.  Unlike that tolerance it does not read the
+    truth's output or condition number, so it holds for a truth whose uncertified rows have
+    neither yet."""
+    bound = score_error_bound(q_dtype, head_dim, truth, model)
     return (bound.amax(-1) > ILL_CONDITIONED_ARGUMENT_ERROR) | ~torch.isfinite(bound).all(-1)
 
 
