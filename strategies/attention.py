@@ -159,8 +159,9 @@ COINCIDENCE_ODDS = 8
 #: or more over 2 or more K/V heads (see _head_counts).
 GROUPED_ODDS = 3
 #: The absorption probe (one example in ``PROBE_ODDS`` more, with at least this many keys
-#: where the size profile allows them): Q = 1 and K = 0 but for the first or the last key of
-#: each of ``ABSORPTION_KV_HEADS`` heads (a kernel may walk its key blocks either way), which
+#: where the size profile allows them): Q = 1 and K = 0 but for one key of each of
+#: ``ABSORPTION_KV_HEADS`` heads, the first and the last in turn (a kernel may walk its key
+#: blocks either way; the longest keys are odd, so the last one sits in a ragged block), which
 #: outscores every other key by the same margin, so each other key weighs ``w = u * f / B``
 #: of it (u the input format's unit roundoff, f in ``ABSORPTION_FRACTIONS``, B a power of
 #: two in ``ABSORPTION_BLOCKS``).  A block of B keys
@@ -580,7 +581,7 @@ class AttentionSpec:
             ("v", _rng.V, self.v, self.v_limit),
         ):
             b_n, h_n, n, d = self.shapes[name]
-            x = sample_groups((recipe,), b_n * h_n, (n, d), fmt, limit,
+            x = sample_groups(recipe.group_recipes(), b_n * h_n, (n, d), fmt, limit,
                               lambda g, tag=tag, h_n=h_n: _rng.stream(self.seed, tag, *divmod(g, h_n)),
                               lambda block, r, tag=tag: _rng.stream(self.seed, _rng.BULK, tag, block, r))
             out[name] = x.reshape(b_n, h_n, n, d)
@@ -1231,15 +1232,15 @@ def _gentle_rise_recipes(head_dim: int) -> tuple[ValueRecipe, ValueRecipe, Value
             ValueRecipe("seq-drift", scale=0.0, offset=-1.0, gap=2.0))
 
 
-def _absorption_recipes(fmt: FloatFormat, head_dim: int, block: int,
-                        fraction: float) -> tuple[ValueRecipe, ValueRecipe]:
+def _absorption_recipes(fmt: FloatFormat, head_dim: int, block: int, fraction: float,
+                        end: int) -> tuple[ValueRecipe, ValueRecipe]:
     """Q and K of the absorption probe (see ``ABSORPTION_MIN_KEYS``), default scale: Q = 1,
-    K = 0 but for the first or the last key of each (batch, head), whose entries are ``g`` so
-    that its score exceeds every other by ``ln(B / (u f))`` (to within the rounding of ``g``
-    to the format)."""
+    K = 0 but for one key of each (batch, head), the first and the last in turn (``end`` 0:
+    the first in (batch, head) 0), whose entries are ``g`` so that its score exceeds every
+    other by ``ln(B / (u f))`` (to within the rounding of ``g`` to the format)."""
     margin = math.log(block / (fmt.unit_roundoff * fraction))
     gap = margin / math.sqrt(head_dim)  # scores: (1 / sqrt(D)) * D * g
-    return ValueRecipe("constant", offset=1.0), ValueRecipe("key-spike", scale=0.0, gap=gap, count=2)
+    return ValueRecipe("constant", offset=1.0), ValueRecipe("key-spike", scale=0.0, gap=gap, count=3 + end)
 
 
 def far_tail_gaps(fmt: FloatFormat, seq_k: int) -> tuple[float, ...]:
@@ -1417,8 +1418,10 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
     if absorb:
         # The longer the rows, the more blocks are dropped: the upper half of the profile,
         # the longest first (the probe's simplest case is its strongest).
+        # The longest is odd: a ragged last block for every block width, which holds the spike
+        # in the (batch, head) pairs that have it last.
         low = max(ABSORPTION_MIN_KEYS, c.max_seq // 2)
-        seq_k = largest_first(draw, low, c.max_seq)
+        seq_k = largest_first(draw, low, c.max_seq - 1 + c.max_seq % 2)
         heads_kv = max(heads_kv, min(ABSORPTION_KV_HEADS, c.max_heads))  # both spike ends, likely
         group = 1
     # One absorption case in two drawn at random is a far-tail case (False first: it shrinks to
@@ -1655,13 +1658,15 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         # spike's value opposite to every other key's (ends-opposed), so that what a kernel
         # drops from l and from the accumulator adds up in the output.
         scale, causal, mask, mask_shape, mask_layout, specials = None, False, None, "qk", "contiguous", ()
-        q, k = _absorption_recipes(fmt, head_dim, block, fraction)
+        # The spike at the first key (a kernel walking the keys forward sees the maximum first
+        # and every later block far below it) or the last (the tail's sum is then rescaled by
+        # e^-G at once, and a kernel that skips the ragged last key block loses it): absorption
+        # cases put it at each end in turn over the (batch, head) pairs, the first in pair 0 in
+        # the simplest case; a far-tail case at one end, the same in K and V.
+        end = draw(st.integers(0, 1))
+        q, k = _absorption_recipes(fmt, head_dim, block, fraction, end)
         value = min(max(v.scale, ABSORPTION_MIN_V_VALUE), v_limit(fmt, seq_k) / 8.0)
         v = ValueRecipe("ends-opposed", scale=value / 16.0, offset=value)
-        # The spike at the first key (the simplest case: a kernel walking the keys forward sees
-        # the maximum first and every later block far below it) or the last (the tail's sum is
-        # then rescaled by e^-G at once); the same end in K and V.
-        end = draw(st.integers(0, 1))
         if far_tail:
             q, k, v = _far_tail_recipes(fmt, head_dim, seq_k, end)
     if full_keys:

@@ -72,8 +72,10 @@ slab-levels
     slab shows.
 key-spike
     (K of attention only) ``offset + scale * N(0,1)``, and one key of every (batch, head),
-    the first (``count`` 0), the last (``count`` 1) or either (``count`` 2: drawn for each
-    (batch, head)), adds ``gap`` to each of its entries: with a constant Q, that key
+    the first (``count`` 0), the last (``count`` 1), either (``count`` 2: drawn for each
+    (batch, head)) or alternately (``count`` 3: the first in (batch, head) pairs 0, 2, 4, ...,
+    the last in 1, 3, 5, ...; ``count`` 4: the other way round; see ``group_recipes``) adds
+    ``gap`` to each of its entries: with a constant Q, that key
     outscores all the others by the same margin (see the absorption probe in
     ``strategies.attention``).  Either end, because a kernel may walk the key blocks in
     either order.  In V (the far-tail probe), the same key's value moved by ``gap``:
@@ -90,7 +92,7 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from collections.abc import Callable
 from typing import Any
 
@@ -112,6 +114,8 @@ VERY_NEGATIVE_CEILING = -1.25e4
 #: Kinds whose ``scale`` is a spread around ``offset``: tiny/huge-scale features apply.
 #: Where a ``dominant`` row's large entry is, by its ``count``.
 DOMINANT_AT = ("random", "last", "first")
+#: Which key of a (batch, head) a ``key-spike`` recipe lifts, by its ``count``.
+KEY_SPIKE_AT = ("first", "last", "either", "alternate", "alternate-last")
 SPREAD_KINDS = ("normal", "uniform", "ties", "dominant", "outliers", "drift", "seq-drift", "slab-levels")
 
 
@@ -140,6 +144,8 @@ class ValueRecipe:
             raise spec_error("value recipe", "need scale >= 0, 0 <= rate <= 1, count >= 0", self)
         if self.kind == "dominant" and self.count >= len(DOMINANT_AT):
             raise spec_error("value recipe", f"a dominant entry's count picks {DOMINANT_AT} (0, 1 or 2)", self.count)
+        if self.kind == "key-spike" and self.count >= len(KEY_SPIKE_AT):
+            raise spec_error("value recipe", f"a key spike's count picks {KEY_SPIKE_AT} (0 to 4)", self.count)
 
     # ---- replay -----------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -170,7 +176,7 @@ class ValueRecipe:
         if k == "slab-levels":
             return f"slab-levels(scale={num(self.scale)}{off}, decades={num(self.gap)})"
         if k == "key-spike":
-            at = ("first", "last", "either")[min(self.count, 2)]
+            at = KEY_SPIKE_AT[self.count]
             return f"key-spike(scale={num(self.scale)}{off}, gap={num(self.gap)}, at={at})"
         if k == "ends-opposed":
             return f"ends-opposed(value={num(self.offset)}, spread={num(self.scale)})"
@@ -205,6 +211,17 @@ class ValueRecipe:
         return self.scale
 
     # ---- building ---------------------------------------------------------------------
+    def group_recipes(self) -> tuple["ValueRecipe", ...]:
+        """The recipes that draw a tensor's groups ((batch, head) slabs) in turn, for
+        ``sample_groups``: this one alone, but for a key spike at alternating ends (``count`` 3
+        or 4), which is the first-key and the last-key spike in turn.  A kernel that walks its
+        key blocks forward, and one that walks them backward, then both meet the spike first in
+        some (batch, head) and last in another, whatever the seed."""
+        if self.kind == "key-spike" and self.count >= 3:
+            first, last = replace(self, count=0), replace(self, count=1)
+            return (first, last) if self.count == 3 else (last, first)
+        return (self,)
+
     def sample(self, rng: np.random.Generator, shape: tuple[int, ...], fmt: FloatFormat, limit: float) -> np.ndarray:
         """Float64 numbers of ``shape`` (row semantics along the last axis), clipped to ``[-limit, limit]``.
 
@@ -268,8 +285,14 @@ class ValueRecipe:
             x = self.offset + self.scale * rng.standard_normal(shape)
             heads = x.reshape(-1, shape[-2], n)
             # Which end, for each (batch, head): the first (0) or the last key.
-            last = np.full(heads.shape[0], self.count == 1) if self.count < 2 else rng.integers(0, 2, heads.shape[0]) == 1
-            heads[np.arange(heads.shape[0]), np.where(last, shape[-2] - 1, 0), :] += self.gap
+            slabs = np.arange(heads.shape[0])
+            if self.count < 2:
+                last = np.full(heads.shape[0], self.count == 1)
+            elif self.count == 2:
+                last = rng.integers(0, 2, heads.shape[0]) == 1
+            else:  # alternately, counted within this tensor (group_recipes counts over the groups)
+                last = slabs % 2 == (1 if self.count == 3 else 0)
+            heads[slabs, np.where(last, shape[-2] - 1, 0), :] += self.gap
             return x
         if k == "ends-opposed":
             if len(shape) < 2:

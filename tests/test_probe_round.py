@@ -121,11 +121,16 @@ def test_the_simplest_case_of_a_forced_probe_is_its_strongest() -> None:
     first = dict(settings=settings(max_examples=1, phases=[Phase.generate], **_QUIET))
     absorb = find(attention_cases(dtypes=("float16",), max_seq=MAX_SEQ, probe="absorption"), lambda c: True, **first)
     s = absorb.spec
-    assert s.seq_k == MAX_SEQ  # the most key blocks
+    # the most key blocks, the last one ragged for every block width (MAX_SEQ is even)
+    assert s.seq_k == MAX_SEQ - 1 and MAX_SEQ % 2 == 0
     widest = max(b for b in A.ABSORPTION_BLOCKS if 4 * b <= MAX_SEQ)
-    _, k = A._absorption_recipes(get_format("float16"), s.head_dim, widest, max(A.ABSORPTION_FRACTIONS))
+    _, k = A._absorption_recipes(get_format("float16"), s.head_dim, widest, max(A.ABSORPTION_FRACTIONS), 0)
     assert s.k == k  # the widest block B and f = 0.9: every kernel block of <= B keys drops the most
     assert s.batch * s.heads_kv >= 2 and s.v.offset > 0
+    # the spike first in one (batch, head) and last in the next, whatever the seed
+    x = absorb.build()
+    top = (x.q.double()[:, :, :1] @ x.k.double().transpose(-1, -2)).argmax(-1).flatten().tolist()
+    assert top[:2] == [0, s.seq_k - 1]
     many = find(attention_cases(dtypes=("float16",), max_seq=MAX_SEQ, probe="many-heads"), lambda c: True, **first)
     s = many.spec
     assert s.batch * s.heads_q == A.MANY_HEADS_PAIRS >= 256  # more pairs than any GPU has SMs
@@ -260,15 +265,28 @@ def test_which_probes_the_arguments_allow_and_clear_errors_otherwise() -> None:
 
 
 def test_absorption_values_are_per_head() -> None:
-    """The spike's end is drawn for each (batch, head), and V's spike rows (both ends) carry
-    the opposite sign of every other key's value."""
+    """The spike's end is drawn for each (batch, head), or alternates over them, and V's spike
+    rows (both ends) carry the opposite sign of every other key's value."""
     import numpy as np
+
+    from strategies.values import sample_groups
 
     fmt = get_format("float32")
     rng = np.random.default_rng(0)
     k = ValueRecipe("key-spike", scale=0.0, gap=5.0, count=2).sample(rng, (4, 16, 10, 2), fmt, 1e9)
     ends = k.reshape(64, 10, 2)[:, :, 0].argmax(-1)
     assert set(ends.tolist()) == {0, 9}
+    for count, first in ((3, 0), (4, 9)):
+        alternate = ValueRecipe("key-spike", scale=0.0, gap=5.0, count=count)
+        whole = alternate.sample(rng, (2, 3, 10, 2), fmt, 1e9).reshape(6, 10, 2)[:, :, 0].argmax(-1)
+        # group by group, the streams of sample_groups (past its BULK_FROM groups too)
+        groups = sample_groups(alternate.group_recipes(), 600, (10, 2), fmt, 1e9,
+                               lambda g: np.random.default_rng(g), lambda b, r: np.random.default_rng((b, r)))
+        by_group = groups[:, :, 0].argmax(-1)
+        for got in (whole, by_group):
+            assert got.tolist() == [first if g % 2 == 0 else 9 - first for g in range(len(got))]
+    with pytest.raises(ValueError, match="key spike's count"):
+        ValueRecipe("key-spike", count=5)
     v = ValueRecipe("ends-opposed", scale=0.01, offset=1.0).sample(rng, (2, 3, 10, 4), fmt, 1e9)
     v = v.reshape(6, 10, 4)
     assert (v[:, [0, 9]] > 0.9).all() and (v[:, 1:9] < -0.9).all()
