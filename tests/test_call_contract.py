@@ -110,8 +110,10 @@ def test_the_reuse_check_skips_large_inputs_and_its_decoys_are_other_inputs() ->
 
     x = torch.randn(2, 7)
     assert_softmax_correct(counting, x)
-    assert len(calls) == 2 and torch.equal(calls[0], x) and not torch.equal(calls[1], x)
-    assert calls[1].shape == x.shape and calls[1].dtype == x.dtype
+    # the call, the reuse check's on other inputs, then the in-place check's: x overwritten with
+    # the decoy's values, called, and put back
+    assert len(calls) == 3 and torch.equal(calls[0], x) and not torch.equal(calls[1], x)
+    assert calls[1].shape == x.shape and calls[1].dtype == x.dtype and torch.equal(calls[2], calls[1])
     calls.clear()
     big = torch.randn(2, engine.OUTPUT_REUSE_MAX_ELEMENTS // 2 + 1)
     assert_softmax_correct(counting, big)
@@ -230,12 +232,12 @@ def test_the_unwritten_check_runs_only_on_small_outputs_holding_a_zero() -> None
         calls.append(x)
         return _softmax_zeroing_masked_rows(x)
 
-    assert_softmax_correct(counting, torch.randn(2, 7))  # no zero: the call and the reuse check's
-    assert len(calls) == 2
+    assert_softmax_correct(counting, torch.randn(2, 7))  # no zero: the call, the reuse and in-place checks'
+    assert len(calls) == 3
     calls.clear()
     x = _masked_rows()
     assert_softmax_correct(counting, x)  # then the same inputs again, for the unwritten check
-    assert len(calls) == 3 and calls[2] is x
+    assert len(calls) == 4 and calls[2] is x  # the in-place check's comes last, once the output passed
     calls.clear()
     big = torch.randn(2, engine.OUTPUT_REUSE_MAX_ELEMENTS // 2 + 1)
     big[0] = -math.inf
@@ -343,3 +345,26 @@ def test_the_stream_check_runs_the_target_on_a_side_stream_with_the_true_inputs(
     streams = [s for s, _ in seen]
     assert streams[0] == torch.cuda.default_stream() and streams[-1] != torch.cuda.default_stream()
     assert torch.equal(seen[-1][1], x)  # on its own stream the target saw the inputs, not the poison
+
+
+def test_a_cache_keyed_on_addresses_is_caught_when_the_inputs_change_in_place() -> None:
+    """A result cached under the input's address, shape and strides is right for every new tensor
+    (the reuse check's decoys are other tensors) and wrong for a KV cache or mask updated in
+    place between calls: the engine overwrites the inputs in place, calls again, and puts them back
+    (sixth red team, 2026-12-05: such mutants died only when the allocator reused an address)."""
+    cache: dict = {}
+
+    def keyed_on_address(x):
+        key = (x.data_ptr(), tuple(x.shape), x.stride())
+        if key not in cache:
+            cache[key] = _softmax_copy(x)
+        return cache[key].clone()
+
+    x = torch.randn(2, 7)
+    before = x.clone()
+    v = engine.check_softmax_input(Target("by-address", "softmax", keyed_on_address, Capabilities(), "test"), x,
+                                   compare_naive=False).evaluation.violations
+    assert [e.kind for e in v] == ["stale-input"] and "overwritten in place" in v[0].message
+    assert torch.equal(x, before)  # the caller's input is put back
+    assert not engine.check_softmax_input(Target("copy", "softmax", _softmax_copy, Capabilities(), "test"), x,
+                                          compare_naive=False).evaluation.violations

@@ -259,7 +259,7 @@ DECOY_ROUNDOFFS = 16
 
 
 def decoy_is_answered(decoy_out: Any, first_out: torch.Tensor, truth: torch.Tensor,
-                      live_rows: torch.Tensor | None = None) -> Violation | None:
+                      live_rows: torch.Tensor | None = None, in_place: bool = False) -> Violation | None:
     """A ``stale-input`` violation if the output of the second call on the decoy inputs (same
     shapes, other tensors; the first call's inputs still alive where they were) is not the
     decoys' answer: more than ``DECOY_ERROR_LIMIT`` (float8: ``DECOY_ROUNDOFFS`` roundoffs) from
@@ -284,6 +284,14 @@ def decoy_is_answered(decoy_out: Any, first_out: torch.Tensor, truth: torch.Tens
         return None
     at = tuple(int(i) for i in (err == worst).nonzero()[0])
     same = bool(((decoy_out == first_out) | (torch.isnan(decoy_out) & torch.isnan(first_out))).all())
+    if in_place:
+        why = ("bit for bit the first call's result" if same
+               else "the first call's values or state leak into it")
+        return Violation("stale-input",
+                         f"called again on the same tensors after their values were overwritten in place, the target "
+                         f"returned {got[at].item()!r} at {at} where their new answer is {want[at].item()!r}, {why}; "
+                         "a cache keyed on the tensors' addresses (data_ptr), shapes or strides but not their "
+                         "contents does this: a KV cache or mask updated in place between calls reads stale")
     why = ("bit for bit the first call's result: it computed on the first call's inputs"
            if same else "the first call's inputs or state leak into it")
     return Violation("stale-input",
@@ -291,6 +299,28 @@ def decoy_is_answered(decoy_out: Any, first_out: torch.Tensor, truth: torch.Tens
                      f"{got[at].item()!r} at {at} where their answer is {want[at].item()!r}, {why}; a cache keyed by "
                      "shape that keeps the first call's buffers or addresses does this: key it on the tensors, or "
                      "patch the addresses at every call")
+
+
+def answer_after_update_in_place(fn, inputs: tuple[torch.Tensor, ...], kwargs: dict[str, Any],
+                                 new_values: tuple[torch.Tensor, ...], timeout: float) -> Any:
+    """Overwrite ``inputs`` in place with ``new_values``, call ``fn`` again on the same tensors,
+    and put their values back: that call's output (None where an input's memory overlaps
+    itself, a broadcast layout that cannot be written, or where the call failed).  For
+    ``decoy_is_answered(..., in_place=True)``: a target that caches its result, or anything it
+    derived from the inputs, under their addresses returns the first call's answer."""
+    if any(s == 0 and n > 1 for t in inputs for s, n in zip(t.stride(), t.shape)):
+        return None
+    saved = [t.clone() for t in inputs]
+    try:
+        for t, new in zip(inputs, new_values):
+            t.copy_(new)
+        out, viol, _ = call_target(fn, inputs, kwargs, timeout)
+    except (TargetHang, DeviceContextLost):
+        return None
+    finally:
+        for t, old in zip(inputs, saved):
+            t.copy_(old)
+    return None if viol is not None else out
 
 
 #: The stream-order check holds the side stream back this long, plus twice the first call's
@@ -765,6 +795,9 @@ def check_softmax_input(
     ev = _judge_softmax(x, out, lse, truth, tol, lse_tol, masked_rows, float(target.caps.empty_row_lse))
     if ev.ok and decoy_out is not None:
         stale = decoy_is_answered(decoy_out, out, torch.softmax(decoy.double(), -1))
+        if stale is None:
+            moved = answer_after_update_in_place(fn, (x,), {}, (decoy,), timeout)
+            stale = decoy_is_answered(moved, out, torch.softmax(decoy.double(), -1), in_place=True)
         if stale is not None:
             ev.violations.append(stale)
     naive = atol = 0.0
@@ -925,7 +958,11 @@ def check_attention_input(
     ev = _judge_attention(out, lse, truth, tol, lse_tol, masked_rows, v, tolerance.hull_relative_slack(q.dtype, fmt, model),
                           float(target.caps.empty_row_lse))
     if ev.ok and decoy_out is not None:
-        stale = decoy_is_answered(decoy_out, out, *_decoy_attention_answer(decoy, scale, causal, mask))
+        answer = _decoy_attention_answer(decoy, scale, causal, mask)
+        stale = decoy_is_answered(decoy_out, out, *answer)
+        if stale is None:
+            moved = answer_after_update_in_place(fn, (q, k, v), kwargs, decoy, timeout)
+            stale = decoy_is_answered(moved, out, *answer, in_place=True)
         if stale is not None:
             ev.violations.append(stale)
     naive = atol = 0.0
