@@ -155,6 +155,9 @@ PROBE_ODDS = 10
 #: case in COINCIDENCE_ODDS draws one of them (each pair one case in 48).
 COINCIDENCES = (("q", "batch"), ("q", "heads"), ("k", "batch"), ("k", "heads"), ("k", "head_dim"), ("q", "head_dim"))
 COINCIDENCE_ODDS = 8
+#: V recipes a case whose mask could be misread (Nq = B with a 2-d mask, B = Hq with a 3-d one)
+#: keeps; any other becomes normal(1).
+MISREAD_MASK_V_KINDS = ("normal", "uniform", "seq-drift", "slab-levels")
 #: One case in GROUPED_ODDS (where GQA and at least 4 query heads are allowed) has groups of 2
 #: or more over 2 or more K/V heads (see _head_counts).
 GROUPED_ODDS = 3
@@ -1381,6 +1384,22 @@ def _head_counts(draw: st.DrawFn, c: "_AttentionConfig") -> tuple[int, int]:
     return heads_kv, group
 
 
+def _batch_as_heads(draw: st.DrawFn, batch: int, heads_kv: int, group: int,
+                    c: "_AttentionConfig") -> tuple[int, int, int]:
+    """(B, Hkv, group), with B = Hq = n >= 2 in about one case in ``COINCIDENCE_ODDS`` (n the
+    larger of the drawn B and Hq, within max_batch and max_heads; the group kept where it divides
+    n); shrinks to the drawn ones.  Such a case draws a 3-d (Hq, Nq, Nk) mask one time in two
+    (see ``_attention_cases``): a kernel that reads a 3-d mask as (B, Nq, Nk) when its first dim
+    is B indexes it by batch instead of by head, and drawn as any case the two came together in
+    none of 1,500 (ref-naive-attention's float16 strategy, CPU profile, seeds 0-2, 2026-12-05;
+    a blind mutant so wrong was caught in float16 only)."""
+    same = rare(draw, COINCIDENCE_ODDS)  # shrinks to False: as drawn
+    n = min(max(batch, heads_kv * group), c.max_batch, c.max_heads)
+    if not same or n < 2:
+        return batch, heads_kv, group
+    return (n, n // group, group) if n % group == 0 else (n, n, 1)
+
+
 def _coincident_lengths(draw: st.DrawFn, seq_q: int, seq_k: int, batch: int, heads_q: int, head_dim: int,
                         c: "_AttentionConfig") -> tuple[int, int]:
     """(Nq, Nk), one of them set equal to B, Hq or D in about one case in ``COINCIDENCE_ODDS``
@@ -1407,6 +1426,7 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
     fmt = draw(st.sampled_from(c.formats))
     batch = draw(st.integers(1, c.max_batch))
     heads_kv, group = _head_counts(draw, c)
+    batch, heads_kv, group = _batch_as_heads(draw, batch, heads_kv, group, c)
     seq_q, seq_k, decode = _sequence_lengths(draw, c.min_seq, c.max_seq, c.decode_max_keys)
     head_dim = _draw_head_dim(draw, c.head_dims)
     seq_q, seq_k = _coincident_lengths(draw, seq_q, seq_k, batch, heads_kv * group, head_dim, c)
@@ -1570,6 +1590,7 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         # A mid-keys probe's keys are past max_seq; a many-tiles probe's are meant to be.
         seq_q = seq_k = seq_k if c.probe == "many-tiles" else min(seq_k, c.max_seq)
     mask, mask_shape, mask_layout = None, "qk", "contiguous"
+    misread = False
     if c.bool_mask:
         # Drawn even when it is then dropped, so that causal=True does not cost
         # fewer choices than causal=False (Hypothesis shrinks towards fewer choices).
@@ -1580,7 +1601,9 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         # reads as a (B, Nk) key-padding mask: drawn as any case, the two came together in about
         # one case in 500, and a blind mutant that did so lived through 400 (2026-12-05).
         confusable = draw(st.booleans()) and seq_q == batch >= 2
-        masked = draw(st.integers(0, 2)) > 0 or confusable
+        # Likewise with B = Hq (see _batch_as_heads), the 3-d (Hq, Nq, Nk) mask three times in four.
+        by_head = draw(st.integers(0, 3)) > 0 and batch == group * heads_kv >= 2 and not confusable
+        masked = draw(st.integers(0, 2)) > 0 or confusable or by_head
         mask = draw(mask_specs(seq_q, seq_k, MASK_KINDS[1:]))
         mask = mask if masked else None
         if mask is not None:
@@ -1591,11 +1614,17 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
             groups = (MASK_SHAPES_BY_RANK + ((QUERY_BROADCAST_SHAPES,) if mask.kind in KEY_MASK_KINDS else ())
                       + ((KEY_BROADCAST_SHAPES,) if mask.kind in KEY_BROADCAST_KINDS and c.mask_key_broadcast else ()))
             mask_shape = draw(st.sampled_from(draw(st.sampled_from(groups))))
-            mask_shape = "qk" if confusable else mask_shape
+            mask_shape = "qk" if confusable else "hqk" if by_head else mask_shape
             if c.probe in ("grid-heads", "many-tiles", "wide-offsets"):
                 # Masks shared by every pair: one random stream, not one a pair.
                 mask_shape = GRID_HEADS_MASK_SHAPES.get(mask_shape, mask_shape)
         mask_layout = draw(st.sampled_from(c.mask_layouts))
+        # A mask whose dims a kernel could tell apart only by their sizes (B = Nq at rank 2,
+        # B = Hq at rank 3), however drawn, keeps its rank: expanded to (B, Hq, Nq, Nk) it would not.
+        misread = mask is not None and ((mask_shape == "qk" and seq_q == batch >= 2)
+                                        or (mask_shape == "hqk" and batch == group * heads_kv >= 2))
+        if misread and mask_layout == "expanded":
+            mask_layout = "contiguous"
         if causal and not c.causal_with_mask:
             mask, mask_shape = None, "qk"
         if c.probe in ("masked-lead", "masked-tail"):
@@ -1626,6 +1655,12 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
     q = draw(value_recipes(fmt, QK_VALUE_KINDS, qk_bound))
     k = draw(value_recipes(fmt, QK_VALUE_KINDS, qk_bound))
     v = draw(value_recipes(fmt, V_VALUE_KINDS, v_limit(fmt, seq_k)))
+    if misread and mask is not None and v.kind not in MISREAD_MASK_V_KINDS:
+        # A case whose mask could be misread keeps V spread out: a constant V hides which keys a
+        # query saw, a full-range or cancelling V makes the output's tolerance wide enough to
+        # hide another mask's keys.  Of 8 such cases of a blind mutant's two 100-example cells
+        # (float16, float32, seed 1, 2026-12-05), none with a plain V, none failed.
+        v = ValueRecipe("normal", scale=1.0)
     if c.probe in ("masked-lead", "masked-tail") and v.kind == "normal":
         # Plain V (the simplest case's) rises along the keys by MASKED_V_RISE spreads: the live
         # quarter's mean then differs from that of any other set of keys by a spread or more,

@@ -1036,6 +1036,37 @@ def test_every_coincidence_is_drawn(side: str, dim: str) -> None:
          settings=settings(max_examples=2000, database=None, phases=[Phase.generate], derandomize=True))
 
 
+@checks(200)
+@given(data=st.data())
+def test_batch_as_heads_stays_within_the_caps(data) -> None:
+    c = _COINCIDENCE_CONFIG
+    drawn = (data.draw(st.integers(1, 2)), data.draw(st.integers(1, 4)), data.draw(st.integers(1, 2)))
+    assume(drawn[1] * drawn[2] <= 4)
+    batch, heads_kv, group = data.draw(st.composite(lambda draw: attention_module._batch_as_heads(draw, *drawn, c))())
+    assert (batch, heads_kv, group) == drawn or (batch == heads_kv * group >= 2 and batch <= 2)
+
+
+def test_cases_with_as_many_batches_as_heads_draw_a_mask_per_head_that_a_batch_reading_would_misplace() -> None:
+    """A 3-d mask (Hq, Nq, Nk) with B = Hq is what a kernel reading 3-d masks as (B, Nq, Nk)
+    gets wrong; such cases come (not as drawn sizes happen to meet: none in 1,500), keep their
+    rank (no mask expanded to 4-d) and a V that shows which keys each query saw."""
+    seen = []
+
+    @settings(max_examples=400, database=None, phases=[Phase.generate], derandomize=True, deadline=None,
+              suppress_health_check=list(HealthCheck))
+    @given(S.attention_cases(dtypes=("float16",), max_seq=160, max_batch=2, max_heads=4))
+    def run(case) -> None:
+        s = case.spec
+        if s.mask is not None and s.mask_shape == "hqk" and s.batch == s.heads_q >= 2:
+            x = case.build()
+            assert x.mask.dim() == 3 and s.v.kind in attention_module.MISREAD_MASK_V_KINDS
+            keep = s.keep()
+            seen.append(not (keep == keep[:1]).all())
+
+    run()
+    assert sum(seen) >= 5, seen
+
+
 @pytest.mark.parametrize("max_heads", [1, 3, 4, 8])
 @checks(100)
 @given(data=st.data())
