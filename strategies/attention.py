@@ -155,9 +155,13 @@ PROBE_ODDS = 10
 #: case in COINCIDENCE_ODDS draws one of them (each pair one case in 48).
 COINCIDENCES = (("q", "batch"), ("q", "heads"), ("k", "batch"), ("k", "heads"), ("k", "head_dim"), ("q", "head_dim"))
 COINCIDENCE_ODDS = 8
-#: V recipes a case whose mask could be misread (Nq = B with a 2-d mask, B = Hq with a 3-d one)
-#: keeps; any other becomes normal(1).
+#: V recipes a case whose mask could be misread (Nq = B with a 2-d mask, B = Hq with a 3-d one,
+#: a mask per query head with groups of query heads) keeps; any other becomes normal(1).
 MISREAD_MASK_V_KINDS = ("normal", "uniform", "seq-drift", "slab-levels")
+#: Mask shapes that hold a mask for each query head.
+PER_HEAD_MASK_SHAPES = ("1hqk", "bhqk", "hqk")
+#: The share of keys masked at random in the many-heads probe's masks of their own for each pair.
+PAIR_MASK_DENSITY = 0.5
 #: One case in GROUPED_ODDS (where GQA and at least 4 query heads are allowed) has groups of 2
 #: or more over 2 or more K/V heads (see _head_counts).
 GROUPED_ODDS = 3
@@ -1431,7 +1435,7 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
     head_dim = _draw_head_dim(draw, c.head_dims)
     seq_q, seq_k = _coincident_lengths(draw, seq_q, seq_k, batch, heads_kv * group, head_dim, c)
     probe = draw(st.integers(0, PROBE_ODDS - 1))  # shrinks to 0: no probe
-    levels = False
+    levels = pair_masks = False
     if c.probe is not None:
         probe = _PROBE_DRAWS.get(c.probe, 0)
     absorb = probe == PROBE_ODDS - 3 and c.absorption and c.max_seq >= ABSORPTION_MIN_KEYS
@@ -1480,6 +1484,10 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         # most batches and K/V heads first: the probe's simplest case has the most pairs,
         # and Q at slab levels (see _slab_levels_recipe).
         levels = draw(st.integers(0, 1)) == 0
+        # And, as levels, one time in two (the simplest case too), a random mask of its own for
+        # every pair (PAIR_MASK_DENSITY): a mask read at another pair's offset, or once for a
+        # packed group of query heads, shows.
+        pair_masks = draw(st.integers(0, 1)) == 0
         batch = largest_first(draw, 1, MANY_HEADS_MAX_BATCH)
         # The group before the K/V heads, which give way to it under MANY_HEADS_MAX_PAIRS:
         # groups of 3 and more with 2 K/V heads and more (h // group, not h % Hkv) need 6
@@ -1603,7 +1611,13 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         confusable = draw(st.booleans()) and seq_q == batch >= 2
         # Likewise with B = Hq (see _batch_as_heads), the 3-d (Hq, Nq, Nk) mask three times in four.
         by_head = draw(st.integers(0, 3)) > 0 and batch == group * heads_kv >= 2 and not confusable
-        masked = draw(st.integers(0, 2)) > 0 or confusable or by_head
+        # With groups of query heads (GQA), a mask of its own for each query head one time in two:
+        # a kernel that packs a group's heads into one tile and loads the mask once, at the
+        # group's first head, reads the wrong rows only there.  Drawn as any case, a mask that
+        # differs over the query heads of a group came in a few cases in a hundred, and such a
+        # blind mutant lived through 2 of 4 seeds of the main job's 3 s a dtype (2026-12-05).
+        per_head = draw(st.booleans()) and group >= 2 and not (confusable or by_head)
+        masked = draw(st.integers(0, 2)) > 0 or confusable or by_head or per_head
         mask = draw(mask_specs(seq_q, seq_k, MASK_KINDS[1:]))
         mask = mask if masked else None
         if mask is not None:
@@ -1615,14 +1629,19 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
                       + ((KEY_BROADCAST_SHAPES,) if mask.kind in KEY_BROADCAST_KINDS and c.mask_key_broadcast else ()))
             mask_shape = draw(st.sampled_from(draw(st.sampled_from(groups))))
             mask_shape = "qk" if confusable else "hqk" if by_head else mask_shape
+            if per_head:
+                mask_shape = draw(st.sampled_from(PER_HEAD_MASK_SHAPES))
             if c.probe in ("grid-heads", "many-tiles", "wide-offsets"):
                 # Masks shared by every pair: one random stream, not one a pair.
                 mask_shape = GRID_HEADS_MASK_SHAPES.get(mask_shape, mask_shape)
+        if pair_masks:
+            mask, mask_shape = MaskSpec("random", density=PAIR_MASK_DENSITY), "bhqk"
         mask_layout = draw(st.sampled_from(c.mask_layouts))
         # A mask whose dims a kernel could tell apart only by their sizes (B = Nq at rank 2,
         # B = Hq at rank 3), however drawn, keeps its rank: expanded to (B, Hq, Nq, Nk) it would not.
         misread = mask is not None and ((mask_shape == "qk" and seq_q == batch >= 2)
-                                        or (mask_shape == "hqk" and batch == group * heads_kv >= 2))
+                                        or (mask_shape == "hqk" and batch == group * heads_kv >= 2)
+                                        or (mask_shape in PER_HEAD_MASK_SHAPES and group >= 2))
         if misread and mask_layout == "expanded":
             mask_layout = "contiguous"
         if causal and not c.causal_with_mask:

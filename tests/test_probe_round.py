@@ -138,6 +138,11 @@ def test_the_simplest_case_of_a_forced_probe_is_its_strongest() -> None:
     # at the search's 1024 pairs (past a kernel that packs 8 query heads a K/V load)
     assert s.heads_kv >= 2 and s.heads_q // s.heads_kv == min(A.MANY_HEADS_MAX_GROUP, A.MANY_HEADS_PAIRS // (2 * s.batch))
     assert s.q.kind == "slab-levels"
+    # a random mask of its own for every pair: read at another pair's offset, or once for a
+    # packed group of query heads, it misplaces keys
+    assert s.mask == A.MaskSpec("random", density=A.PAIR_MASK_DENSITY) and s.mask_shape == "bhqk"
+    pairs = s.keep().reshape(s.batch * s.heads_q, -1)
+    assert len({row.tobytes() for row in pairs}) == len(pairs)  # no two pairs share a mask
     assert "attn:many-heads" in many.features
     assert s.seq_q == s.seq_k == A.MANY_HEADS_MAX_SEQ  # with one key, Q and K do not matter
     offset = find(attention_cases(dtypes=("float16",), max_seq=MAX_SEQ, probe="causal-offset"), lambda c: True,
