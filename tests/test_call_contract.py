@@ -51,6 +51,8 @@ def _attention(q, k, v, *, scale, causal=False, mask=None):
     s = (q.double() @ k.double().transpose(-1, -2)) * scale
     if mask is not None:
         s = s.masked_fill(~mask, -math.inf)
+    if causal:  # top-left: query i sees keys 0..i
+        s = s.masked_fill(torch.ones(s.shape[-2:], dtype=torch.bool).triu(1), -math.inf)
     p = torch.softmax(s, -1).nan_to_num(0.0)
     return (p @ v.double()).to(q.dtype)
 
@@ -368,3 +370,65 @@ def test_a_cache_keyed_on_addresses_is_caught_when_the_inputs_change_in_place() 
     assert torch.equal(x, before)  # the caller's input is put back
     assert not engine.check_softmax_input(Target("copy", "softmax", _softmax_copy, Capabilities(), "test"), x,
                                           compare_naive=False).evaluation.violations
+
+
+def _check_attention(fn, inputs: _Inputs, caps: Capabilities = Capabilities(), causal: bool = False):
+    target = Target("t", "attention", fn, caps, "test")
+    return engine.check_attention_input(target, inputs.q, inputs.k, inputs.v, scale=inputs.scale, causal=causal,
+                                        mask=inputs.mask, compare_naive=False).evaluation.violations
+
+
+def test_a_mask_remembered_by_address_is_caught_when_the_mask_changes_in_place() -> None:
+    """A kernel that remembers, under the mask's address, that it hides nothing (and then skips
+    it) is right for every new mask and wrong for a mask rewritten in place: the in-place check
+    rewrites the mask too (every entry flipped, the first key kept), where it has memory of its
+    own (seventh red team, 2026-12-05)."""
+    hides_nothing: dict = {}
+
+    def skips_a_full_mask(q, k, v, *, scale, causal=False, mask=None):
+        if mask is not None:
+            key = (mask.data_ptr(), tuple(mask.shape), mask.stride())
+            if hides_nothing.setdefault(key, bool(mask.all())):
+                mask = None
+        return _attention(q, k, v, scale=scale, causal=causal, mask=mask)
+
+    inputs = _qkv()
+    inputs.mask = torch.ones(5, 7, dtype=torch.bool)
+    before = inputs.mask.clone()
+    v = _check_attention(skips_a_full_mask, inputs)
+    assert [e.kind for e in v] == ["stale-input"] and "mask's" in v[0].message
+    assert torch.equal(inputs.mask, before)  # put back
+    assert not _check_attention(_attention, inputs)
+    # a mask broadcast with a zero stride cannot be rewritten: only Q, K and V are, and that passes
+    hides_nothing.clear()
+    inputs.mask = torch.ones(1, 7, dtype=torch.bool).expand(5, 7)
+    assert not _check_attention(skips_a_full_mask, inputs)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_a_kernel_specialized_without_the_causal_flag_is_caught(causal: bool) -> None:
+    """A specialization compiled for the first call's causal flag and cached under the shapes
+    alone answers the other flag as the first: the decoy tensors are called again with the flag
+    flipped (seventh red team, 2026-12-05)."""
+    seen: dict = {}
+
+    def keyed_without_causal(q, k, v, *, scale, causal=False, mask=None):
+        flag = seen.setdefault((q.shape, k.shape, q.dtype), causal)
+        return _attention(q, k, v, scale=scale, causal=flag, mask=mask)
+
+    v = _check_attention(keyed_without_causal, _qkv(), causal=causal)
+    assert [e.kind for e in v] == ["stale-input"] and "causal flag flipped" in v[0].message
+    assert not _check_attention(_attention, _qkv(), causal=causal)
+    calls = []
+
+    def counting(q, k, v, *, scale, causal=False, mask=None):
+        calls.append(causal)
+        return _attention(q, k, v, scale=scale, causal=causal, mask=mask)
+
+    # a target that takes no causal flag is never called with causal=True
+    assert not _check_attention(counting, _qkv(), caps=Capabilities(causal=False))
+    assert calls == [False, False, False]
+    calls.clear()
+    # nor one that takes causal with Nq == Nk only, where they differ (_qkv: 5 and 7)
+    assert not _check_attention(counting, _qkv(), caps=Capabilities(causal_square_only=True), causal=causal)
+    assert calls == [causal] * 3 + ([False] if causal else [])

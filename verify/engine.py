@@ -24,6 +24,7 @@ import torch
 from kernels import reference
 from kernels.registry import Target
 from verify import contracts, metrics, oracle, tolerance, truth_chunks
+from verify.capabilities import Capabilities
 from verify.contracts import Evaluation, Violation
 from verify.dtypes import get_format
 
@@ -258,13 +259,19 @@ DECOY_ERROR_LIMIT = 0.1
 DECOY_ROUNDOFFS = 16
 
 
+#: The second calls ``decoy_is_answered`` judges: "decoy" (other tensors, same arguments),
+#: "in-place" (the first call's tensors overwritten in place), "causal-flipped" (the decoy
+#: tensors again with the other causal flag).
+DECOY_CALLS = ("decoy", "in-place", "causal-flipped")
+
+
 def decoy_is_answered(decoy_out: Any, first_out: torch.Tensor, truth: torch.Tensor,
-                      live_rows: torch.Tensor | None = None, in_place: bool = False) -> Violation | None:
-    """A ``stale-input`` violation if the output of the second call on the decoy inputs (same
-    shapes, other tensors; the first call's inputs still alive where they were) is not the
-    decoys' answer: more than ``DECOY_ERROR_LIMIT`` (float8: ``DECOY_ROUNDOFFS`` roundoffs) from
-    ``truth`` somewhere in a row that ``live_rows`` marks as having something visible (None:
-    every row).  Judged only after the first call's output passed.
+                      live_rows: torch.Tensor | None = None, call: str = "decoy") -> Violation | None:
+    """A ``stale-input`` violation if the output of a second call (``call``, one of DECOY_CALLS)
+    on inputs with a known answer is not that answer: more than ``DECOY_ERROR_LIMIT`` (float8:
+    ``DECOY_ROUNDOFFS`` roundoffs) from ``truth`` somewhere in a row that ``live_rows`` marks as
+    having something visible (None: every row).  Judged only after the first call's output
+    passed; ``first_out`` is the earlier result a stale answer would repeat.
 
     A kernel that keeps the first call's buffers or addresses under a key of shapes (a program
     cache patched on a miss but not on a hit) reads the first call's inputs on the second:
@@ -272,6 +279,8 @@ def decoy_is_answered(decoy_out: Any, first_out: torch.Tensor, truth: torch.Tens
     reuses the same slot" for a new tensor, so the stale address held the right data.  Here the
     first call's inputs are still alive, so a stale read returns the first call's result.
     """
+    if call not in DECOY_CALLS:
+        raise ValueError(f"call must be one of {DECOY_CALLS}, not {call!r}")
     if not isinstance(decoy_out, torch.Tensor) or decoy_out.shape != truth.shape:
         return None
     got = decoy_out.detach().to(torch.float64)
@@ -283,44 +292,70 @@ def decoy_is_answered(decoy_out: Any, first_out: torch.Tensor, truth: torch.Tens
     if worst <= max(DECOY_ERROR_LIMIT, DECOY_ROUNDOFFS * get_format(decoy_out.dtype).unit_roundoff):
         return None
     at = tuple(int(i) for i in (err == worst).nonzero()[0])
-    same = bool(((decoy_out == first_out) | (torch.isnan(decoy_out) & torch.isnan(first_out))).all())
-    if in_place:
+    same = (first_out.shape == decoy_out.shape
+            and bool(((decoy_out == first_out) | (torch.isnan(decoy_out) & torch.isnan(first_out))).all()))
+    returned = f"returned {got[at].item()!r} at {at} where"
+    if call == "in-place":
         why = ("bit for bit the first call's result" if same
                else "the first call's values or state leak into it")
         return Violation("stale-input",
-                         f"called again on the same tensors after their values were overwritten in place, the target "
-                         f"returned {got[at].item()!r} at {at} where their new answer is {want[at].item()!r}, {why}; "
-                         "a cache keyed on the tensors' addresses (data_ptr), shapes or strides but not their "
-                         "contents does this: a KV cache or mask updated in place between calls reads stale")
+                         f"called again on the same tensors after their values (and the mask's, where it has its own "
+                         f"memory) were overwritten in place, the target {returned} their new answer is "
+                         f"{want[at].item()!r}, {why}; a cache keyed on the tensors' addresses (data_ptr), shapes or "
+                         "strides but not their contents does this: a KV cache or mask updated in place between calls "
+                         "reads stale")
+    if call == "causal-flipped":
+        why = ("bit for bit the result for the other flag" if same
+               else "not the answer for this flag")
+        return Violation("stale-input",
+                         f"called again on the same tensors with the causal flag flipped, the target {returned} the "
+                         f"answer for that flag is {want[at].item()!r}, {why}; a compiled specialization or a result "
+                         "cached under a key that leaves the causal flag out does this: key it on every argument")
     why = ("bit for bit the first call's result: it computed on the first call's inputs"
            if same else "the first call's inputs or state leak into it")
     return Violation("stale-input",
-                     f"a second call on other tensors of the same shapes (the first call's still alive) returned "
-                     f"{got[at].item()!r} at {at} where their answer is {want[at].item()!r}, {why}; a cache keyed by "
+                     f"a second call on other tensors of the same shapes (the first call's still alive) {returned} "
+                     f"their answer is {want[at].item()!r}, {why}; a cache keyed by "
                      "shape that keeps the first call's buffers or addresses does this: key it on the tensors, or "
                      "patch the addresses at every call")
 
 
-def answer_after_update_in_place(fn, inputs: tuple[torch.Tensor, ...], kwargs: dict[str, Any],
-                                 new_values: tuple[torch.Tensor, ...], timeout: float) -> Any:
-    """Overwrite ``inputs`` in place with ``new_values``, call ``fn`` again on the same tensors,
-    and put their values back: that call's output (None where an input's memory overlaps
-    itself, a broadcast layout that cannot be written, or where the call failed).  For
-    ``decoy_is_answered(..., in_place=True)``: a target that caches its result, or anything it
-    derived from the inputs, under their addresses returns the first call's answer."""
-    if any(s == 0 and n > 1 for t in inputs for s, n in zip(t.stride(), t.shape)):
+def _overlaps_itself(t: torch.Tensor) -> bool:
+    """Whether some elements of ``t`` share memory (a zero stride over a dim of 2 or more)."""
+    return any(s == 0 and n > 1 for s, n in zip(t.stride(), t.shape))
+
+
+def answer_after_update_in_place(fn, args: tuple[torch.Tensor, ...], kwargs: dict[str, Any],
+                                 updates: list[tuple[torch.Tensor, torch.Tensor]], timeout: float) -> Any:
+    """Overwrite each tensor of ``updates`` (inputs among ``args`` and ``kwargs``) in place with
+    its new value, call ``fn(*args, **kwargs)`` again, on the same tensors, and put their values
+    back: that call's output (None where a tensor to update overlaps itself, a broadcast layout
+    that cannot be written, or where the call failed).  For ``decoy_is_answered(...,
+    call="in-place")``: a target that caches its result, or anything it derived from the
+    inputs (a mask found to hide nothing), under their addresses answers the old values."""
+    if any(_overlaps_itself(t) for t, _ in updates):
         return None
-    saved = [t.clone() for t in inputs]
+    saved = [t.clone() for t, _ in updates]
     try:
-        for t, new in zip(inputs, new_values):
+        for t, new in updates:
             t.copy_(new)
-        out, viol, _ = call_target(fn, inputs, kwargs, timeout)
+        out, viol, _ = call_target(fn, args, kwargs, timeout)
     except (TargetHang, DeviceContextLost):
         return None
     finally:
-        for t, old in zip(inputs, saved):
+        for (t, _), old in zip(updates, saved):
             t.copy_(old)
     return None if viol is not None else out
+
+
+def decoy_mask(mask: torch.Tensor) -> torch.Tensor:
+    """Another mask of ``mask``'s shape for the in-place check: every entry flipped, but the
+    first key kept visible (top-left causal keeps it too, so no row is left empty).  A mask
+    that hid nothing now hides all keys but one, so a kernel that remembered "this mask hides
+    nothing" under its address answers the mean of all V rows instead of the first's."""
+    flipped = ~mask
+    flipped[..., :1] = True
+    return flipped
 
 
 #: The stream-order check holds the side stream back this long, plus twice the first call's
@@ -796,8 +831,8 @@ def check_softmax_input(
     if ev.ok and decoy_out is not None:
         stale = decoy_is_answered(decoy_out, out, torch.softmax(decoy.double(), -1))
         if stale is None:
-            moved = answer_after_update_in_place(fn, (x,), {}, (decoy,), timeout)
-            stale = decoy_is_answered(moved, out, torch.softmax(decoy.double(), -1), in_place=True)
+            moved = answer_after_update_in_place(fn, (x,), {}, [(x, decoy)], timeout)
+            stale = decoy_is_answered(moved, out, torch.softmax(decoy.double(), -1), call="in-place")
         if stale is not None:
             ev.violations.append(stale)
     naive = atol = 0.0
@@ -823,6 +858,28 @@ def _decoy_attention_answer(decoy: tuple[torch.Tensor, torch.Tensor, torch.Tenso
     answer = reference.naive_attention(q, k, v, scale=scale, causal=causal, mask=mask)
     visible = reference.key_visibility(q, k, causal, mask)
     return answer, None if visible is None else visible.any(-1)
+
+
+def causal_flag_is_keyed(fn, caps: Capabilities, decoy: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+                         decoy_out: torch.Tensor, kwargs: dict[str, Any], timeout: float) -> Violation | None:
+    """Call ``fn`` on the decoy tensors again with the causal flag flipped (where ``caps``
+    take the flipped call: causal with a mask, with Nq != Nk): a ``stale-input`` violation
+    (``decoy_is_answered(..., call="causal-flipped")``) if it does not answer for that flag.
+    A kernel compiled for the first call's flag and cached under a key of shapes, or a result
+    cached without the flag, answers as before."""
+    causal, mask = not kwargs["causal"], kwargs["mask"]
+    q, k = decoy[0], decoy[1]
+    if causal and not (caps.causal and (mask is None or caps.causal_with_mask)
+                       and (q.shape[-2] == k.shape[-2] or not caps.causal_square_only)):
+        return None
+    try:
+        out, viol, _ = call_target(fn, decoy, {**kwargs, "causal": causal}, timeout)
+    except (TargetHang, DeviceContextLost):
+        return None
+    if viol is not None:
+        return None
+    return decoy_is_answered(out, decoy_out, *_decoy_attention_answer(decoy, kwargs["scale"], causal, mask),
+                             call="causal-flipped")
 
 
 def _judge_attention(out: torch.Tensor, lse: torch.Tensor | None, truth: oracle.AttentionTruth, tol: torch.Tensor,
@@ -961,8 +1018,16 @@ def check_attention_input(
         answer = _decoy_attention_answer(decoy, scale, causal, mask)
         stale = decoy_is_answered(decoy_out, out, *answer)
         if stale is None:
-            moved = answer_after_update_in_place(fn, (q, k, v), kwargs, decoy, timeout)
-            stale = decoy_is_answered(moved, out, *answer, in_place=True)
+            # the mask too, where it has memory of its own
+            updates, moved_mask = list(zip((q, k, v), decoy)), mask
+            if mask is not None and not _overlaps_itself(mask):
+                moved_mask = decoy_mask(mask)
+                updates.append((mask, moved_mask))
+            moved = answer_after_update_in_place(fn, (q, k, v), kwargs, updates, timeout)
+            moved_answer = answer if moved_mask is mask else _decoy_attention_answer(decoy, scale, causal, moved_mask)
+            stale = decoy_is_answered(moved, out, *moved_answer, call="in-place")
+        if stale is None:
+            stale = causal_flag_is_keyed(fn, target.caps, decoy, decoy_out, kwargs, timeout)
         if stale is not None:
             ev.violations.append(stale)
     naive = atol = 0.0
