@@ -158,6 +158,8 @@ COINCIDENCE_ODDS = 8
 #: V recipes a case whose mask could be misread (Nq = B with a 2-d mask, B = Hq with a 3-d one,
 #: a mask per query head with groups of query heads) keeps; any other becomes normal(1).
 MISREAD_MASK_V_KINDS = ("normal", "uniform", "seq-drift", "slab-levels")
+#: One masked case in KEEP_ALL_ODDS has a mask that hides nothing (a random mask of density 0).
+KEEP_ALL_ODDS = 8
 #: Mask shapes that hold a mask for each query head.
 PER_HEAD_MASK_SHAPES = ("1hqk", "bhqk", "hqk")
 #: The share of keys masked at random in the many-heads probe's masks of their own for each pair.
@@ -1580,6 +1582,13 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
     wide = draws_index_width(draw, c.index_lengths)
     if c.probe is not None:
         wide = c.probe == "index-width"
+    # The zero-scale probe, one time in two and in its simplest case, over the longest keys the
+    # target's speed allows (c.index_lengths, up to 65,537), every one visible: each weighs the
+    # same, so the softmax sum l is the number of keys, past any other case's (a few thousand).
+    # A normalizer, or its reciprocal, kept in a 16-bit format loses digits there (1 / l is a
+    # float16 subnormal past 16,384 keys).  V one-signed, so the output is no cancellation.
+    uniform_keys = c.probe == "zero-scale" and bool(c.index_lengths) and draw(st.integers(0, 1)) == 0
+    wide = wide or uniform_keys
 
     # The many-tiles probe is causal first: its simplest case (the probe round's) is the
     # strongest, and with causal off every tile sees every key.  So is the forced mid-queries
@@ -1619,6 +1628,11 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         per_head = draw(st.booleans()) and group >= 2 and not (confusable or by_head)
         masked = draw(st.integers(0, 2)) > 0 or confusable or by_head or per_head
         mask = draw(mask_specs(seq_q, seq_k, MASK_KINDS[1:]))
+        # One masked case in KEEP_ALL_ODDS has a mask that hides nothing (drawn as a random mask
+        # it came in about one in 50): a kernel may skip such a mask, and must skip it rightly
+        # (not, say, by remembering the verdict under the mask's address).
+        if rare(draw, KEEP_ALL_ODDS):
+            mask = MaskSpec("random", density=0.0)
         mask = mask if masked else None
         if mask is not None:
             # The rank first (3-d masks are the rarest shape), and for masks over keys the shapes
@@ -1746,6 +1760,10 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         layouts = tuple(layout if layout in _layouts_for(c, long_shapes[i > 0], fmt)
                         and not (i > 0 and layout == "head-broadcast") else "contiguous"
                         for i, layout in enumerate(layouts))
+    if uniform_keys:
+        seq_k, scale = max(c.index_lengths), 0.0
+        value = _floor_to_format(min(max(v.scale, ABSORPTION_MIN_V_VALUE), v_limit(fmt, seq_k) / 8.0), fmt)
+        v = ValueRecipe("uniform", scale=value / 2.0, offset=value)
     if c.probe == "score-floor":
         # See SCORE_HEADROOM: scores -SCORE_FLOOR_SCALE D a**2, a the largest Q and K entry allowed.
         scale, specials = SCORE_FLOOR_SCALE, ()

@@ -62,7 +62,9 @@ MASK_KINDS = (
     "key-padding",
 )
 MASK_BLOCKS = (16, 32, 64, 128)
-DENSITIES = (0.5, 0.1, 0.9, 0.99, 1.0, 0.01)
+#: Shares of entries a random mask hides: 1.0 hides every one (every row fully masked), 0.0
+#: none (a mask that hides nothing, which a kernel may skip, and must then skip rightly).
+DENSITIES = (0.5, 0.1, 0.9, 0.99, 1.0, 0.01, 0.0)
 PAD_SIDES = ("end", "start")  # where key-padding pads go: right padding first (the common one)
 #: The kinds whose recipe draws no random numbers, staggered per group (see the module doc).
 STAGGERED_KINDS = ("leading-block", "causal", "sliding-window")
