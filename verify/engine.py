@@ -305,12 +305,18 @@ def decoy_is_answered(decoy_out: Any, first_out: torch.Tensor, truth: torch.Tens
                          "strides but not their contents does this: a KV cache or mask updated in place between calls "
                          "reads stale")
     if call == "causal-flipped":
-        why = ("bit for bit the result for the other flag" if same
-               else "not the answer for this flag")
-        return Violation("stale-input",
-                         f"called again on the same tensors with the causal flag flipped, the target {returned} the "
-                         f"answer for that flag is {want[at].item()!r}, {why}; a compiled specialization or a result "
-                         "cached under a key that leaves the causal flag out does this: key it on every argument")
+        if same:
+            return Violation("stale-input",
+                             f"called again on the same tensors with the causal flag flipped, the target {returned} the "
+                             f"answer for that flag is {want[at].item()!r}, bit for bit its result for the other flag: "
+                             "a compiled specialization or a result cached under a key that leaves the causal flag "
+                             "out does this; key it on every argument")
+        # Not the earlier result: a plain error for that flag (a cache may still be behind it)
+        return Violation("accuracy",
+                         f"on the second call's inputs (Q = K = 0, so every visible key weighs the same; V a ramp of "
+                         f"0, 0.5, 1, 1.5, 2) with the causal flag flipped, the target {returned} the mean of the "
+                         f"visible V rows is {want[at].item()!r}: it is wrong for that flag here (or a cache keyed "
+                         "without the flag answered)")
     why = ("bit for bit the first call's result: it computed on the first call's inputs"
            if same else "the first call's inputs or state leak into it")
     return Violation("stale-input",
