@@ -55,7 +55,8 @@ from strategies._validation import (
     resolve_switch,
     spec_error,
 )
-from strategies.features import ATTENTION_BROADCAST_LAYOUTS, ATTENTION_LAYOUTS, QK_VALUE_KINDS, V_VALUE_KINDS, ordered
+from strategies.features import (ATTENTION_BROADCAST_LAYOUTS, ATTENTION_LAYOUTS, QK_VALUE_KINDS, V_VALUE_KINDS, ZERO_RUN_KINDS,
+                                 ordered)
 from strategies.layouts import has_strided_last_dim, is_aligned, is_noncontiguous, materialize
 from strategies.lengths import (
     GRID_AXIS_LIMIT,
@@ -158,6 +159,14 @@ COINCIDENCE_ODDS = 8
 #: V recipes a case whose mask could be misread (Nq = B with a 2-d mask, B = Hq with a 3-d one,
 #: a mask per query head with groups of query heads) keeps; any other becomes normal(1).
 MISREAD_MASK_V_KINDS = ("normal", "uniform", "seq-drift", "slab-levels")
+#: One case in ZERO_RUN_ODDS has a stretch of exactly zero positions in Q, K or V (a
+#: ``zero-run`` recipe, from ZERO_RUN_STARTS of the positions, ZERO_RUN_SHARES of them): data that
+#: looks like padding and is visible.  A kernel that skips an all-zero key block or query row
+#: drops weight the softmax gives it (a blind mutant skipping zero V blocks lived through 100
+#: examples of every dtype, 2026-12-05).
+ZERO_RUN_ODDS = 8
+ZERO_RUN_STARTS = (0.5, 0.0, 0.25)
+ZERO_RUN_SHARES = (0.5, 0.25, 1.0)
 #: One masked case in KEEP_ALL_ODDS has a mask that hides nothing (a random mask of density 0).
 KEEP_ALL_ODDS = 8
 #: Mask shapes that hold a mask for each query head.
@@ -1204,6 +1213,9 @@ def _long_key_recipes(q: ValueRecipe, k: ValueRecipe, v: ValueRecipe, fmt: Float
     offset from a wide-offsets case (CI, 2026-12-03).
     """
     low, high = LONG_KEY_QK_SPREAD
+    # A zero run would make positions alike: its tensor draws plain normal numbers here.
+    q, k, v = (ValueRecipe("normal", scale=r.scale, offset=r.offset) if r.kind in ZERO_RUN_KINDS else r
+               for r in (q, k, v))
     # |scale q . k_j| <= D * (4 high) * (|offset| + 4 high) / sqrt(D) at the default scale
     limit = TAME_MARGIN * ILL_CONDITIONED_ARGUMENT_ERROR / ((head_dim + 3.0) * u_c)
     reach = max(limit / (math.sqrt(head_dim) * 4.0 * high) - 4.0 * high, 0.0)
@@ -1694,6 +1706,13 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         # hide another mask's keys.  Of 8 such cases of a blind mutant's two 100-example cells
         # (float16, float32, seed 1, 2026-12-05), none with a plain V, none failed.
         v = ValueRecipe("normal", scale=1.0)
+    if rare(draw, ZERO_RUN_ODDS):
+        # See ZERO_RUN_ODDS: one of Q, K, V (V first: a zero block of V skipped as padding).
+        which = draw(st.sampled_from(("v", "k", "q")))
+        start, share = draw(st.sampled_from(ZERO_RUN_STARTS)), draw(st.sampled_from(ZERO_RUN_SHARES))
+        base = {"q": q, "k": k, "v": v}[which]
+        run = ValueRecipe("zero-run", scale=base.spread(), offset=base.offset, rate=start, gap=share)
+        q, k, v = (run if name == which else r for name, r in (("q", q), ("k", k), ("v", v)))
     if c.probe in ("masked-lead", "masked-tail") and v.kind == "normal":
         # Plain V (the simplest case's) rises along the keys by MASKED_V_RISE spreads: the live
         # quarter's mean then differs from that of any other set of keys by a spread or more,

@@ -138,6 +138,8 @@ PROBE_K_VALUE_KINDS = ("key-spike",)
 #: V recipes only the absorption probe draws (key-spike: its far-tail cases, the spike key's V at 0).
 PROBE_V_VALUE_KINDS = ("ends-opposed", "key-spike")
 V_VALUE_KINDS = QK_VALUE_KINDS + ("full-range",)
+#: Q, K or V recipes with a stretch of positions exactly 0 (see ``strategies.attention``).
+ZERO_RUN_KINDS = ("zero-run",)
 
 #: Softmax layouts, simplest first.  "misaligned" stays last: its feature is
 #: ``layout:misaligned`` alone, and SOFTMAX_FEATURES lists ``layout:<name>`` for the others.
@@ -183,9 +185,9 @@ ATTENTION_FEATURES: tuple[str, ...] = (
     + _MASK
     + ("hdim:small", "hdim:pow2", "hdim:non-pow2", "hdim:large", "hdim:over-256")
     + ("scale:default", "scale:explicit", "scale:zero", "scale:tiny", "scale:huge", "scale:negative")
-    + tuple(f"q:{k}" for k in QK_VALUE_KINDS)
-    + tuple(f"k:{k}" for k in QK_VALUE_KINDS + PROBE_K_VALUE_KINDS)
-    + tuple(f"v:{k}" for k in V_VALUE_KINDS + PROBE_V_VALUE_KINDS)
+    + tuple(f"q:{k}" for k in QK_VALUE_KINDS + ZERO_RUN_KINDS)
+    + tuple(f"k:{k}" for k in QK_VALUE_KINDS + PROBE_K_VALUE_KINDS + ZERO_RUN_KINDS)
+    + tuple(f"v:{k}" for k in V_VALUE_KINDS + PROBE_V_VALUE_KINDS + ZERO_RUN_KINDS)
     + ("qk:one-hot", "qk:flat")
     + _SPECIAL
     + ("layout:noncontiguous", "layout:misaligned")

@@ -86,6 +86,12 @@ ends-opposed
     probe's V.  The spike key (at either end) then carries the opposite sign of every
     other key's value, so weight a kernel drops from its running sum and weight it drops
     from its accumulator move the output the same way instead of cancelling.
+zero-run
+    (Q, K or V of attention) ``offset + scale * N(0,1)``, but every entry of the positions
+    from ``floor(rate * n)`` on, ``ceil(gap * n)`` of them (n the positions of a (batch,
+    head)), exactly 0: data that looks like padding (a zeroed cache page, a padded query) but
+    is visible.  A kernel that skips zero blocks of V or K, or zero query rows, as padding
+    loses their weight.
 """
 
 from __future__ import annotations
@@ -102,11 +108,12 @@ from hypothesis.strategies import SearchStrategy
 
 from strategies._text import num
 from strategies._validation import check_argument, spec_error
-from strategies.features import PROBE_K_VALUE_KINDS, PROBE_V_VALUE_KINDS, SOFTMAX_VALUE_KINDS, V_VALUE_KINDS
+from strategies.features import (PROBE_K_VALUE_KINDS, PROBE_V_VALUE_KINDS, SOFTMAX_VALUE_KINDS, V_VALUE_KINDS,
+                                 ZERO_RUN_KINDS)
 from verify.dtypes import FloatFormat, get_format
 
 ALL_VALUE_KINDS = tuple(dict.fromkeys(SOFTMAX_VALUE_KINDS + V_VALUE_KINDS + PROBE_K_VALUE_KINDS
-                                      + PROBE_V_VALUE_KINDS))
+                                      + PROBE_V_VALUE_KINDS + ZERO_RUN_KINDS))
 
 #: Entries of a very-negative row stay below this (-1e4 with room for rounding).
 VERY_NEGATIVE_CEILING = -1.25e4
@@ -144,6 +151,8 @@ class ValueRecipe:
             raise spec_error("value recipe", "need scale >= 0, 0 <= rate <= 1, count >= 0", self)
         if self.kind == "dominant" and self.count >= len(DOMINANT_AT):
             raise spec_error("value recipe", f"a dominant entry's count picks {DOMINANT_AT} (0, 1 or 2)", self.count)
+        if self.kind == "zero-run" and not 0 < self.gap <= 1:
+            raise spec_error("value recipe", "a zero run's share (gap) must lie in (0, 1]", self.gap)
         if self.kind == "key-spike" and self.count >= len(KEY_SPIKE_AT):
             raise spec_error("value recipe", f"a key spike's count picks {KEY_SPIKE_AT} (0 to 4)", self.count)
 
@@ -180,6 +189,8 @@ class ValueRecipe:
             return f"key-spike(scale={num(self.scale)}{off}, gap={num(self.gap)}, at={at})"
         if k == "ends-opposed":
             return f"ends-opposed(value={num(self.offset)}, spread={num(self.scale)})"
+        if k == "zero-run":
+            return f"zero-run(scale={num(self.scale)}{off}, from={num(self.rate)}, share={num(self.gap)})"
         if k == "plateau":
             edge = ("statistics", "input")[min(self.count, 1)]
             return f"plateau(scale={num(self.scale)}{off}, first={num(self.rate)}, margin={num(self.gap)}, edge={edge})"
@@ -293,6 +304,14 @@ class ValueRecipe:
             else:  # alternately, counted within this tensor (group_recipes counts over the groups)
                 last = slabs % 2 == (1 if self.count == 3 else 0)
             heads[slabs, np.where(last, shape[-2] - 1, 0), :] += self.gap
+            return x
+        if k == "zero-run":
+            if len(shape) < 2:
+                raise AssertionError("zero-run draws a Q, K or V tensor: shape (..., positions, head_dim)")
+            x = self.offset + self.scale * rng.standard_normal(shape)
+            n_pos = shape[-2]
+            start = min(n_pos - 1, math.floor(self.rate * n_pos))
+            x[..., start:start + max(1, math.ceil(self.gap * n_pos)), :] = 0.0
             return x
         if k == "ends-opposed":
             if len(shape) < 2:
