@@ -1594,13 +1594,6 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
     wide = draws_index_width(draw, c.index_lengths)
     if c.probe is not None:
         wide = c.probe == "index-width"
-    # The zero-scale probe, one time in two and in its simplest case, over the longest keys the
-    # target's speed allows (c.index_lengths, up to 65,537), every one visible: each weighs the
-    # same, so the softmax sum l is the number of keys, past any other case's (a few thousand).
-    # A normalizer, or its reciprocal, kept in a 16-bit format loses digits there (1 / l is a
-    # float16 subnormal past 16,384 keys).  V one-signed, so the output is no cancellation.
-    uniform_keys = c.probe == "zero-scale" and bool(c.index_lengths) and draw(st.integers(0, 1)) == 0
-    wide = wide or uniform_keys
 
     # The many-tiles probe is causal first: its simplest case (the probe round's) is the
     # strongest, and with causal off every tile sees every key.  So is the forced mid-queries
@@ -1779,10 +1772,6 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         layouts = tuple(layout if layout in _layouts_for(c, long_shapes[i > 0], fmt)
                         and not (i > 0 and layout == "head-broadcast") else "contiguous"
                         for i, layout in enumerate(layouts))
-    if uniform_keys:
-        seq_k, scale = max(c.index_lengths), 0.0
-        value = _floor_to_format(min(max(v.scale, ABSORPTION_MIN_V_VALUE), v_limit(fmt, seq_k) / 8.0), fmt)
-        v = ValueRecipe("uniform", scale=value / 2.0, offset=value)
     if c.probe == "score-floor":
         # See SCORE_HEADROOM: scores -SCORE_FLOOR_SCALE D a**2, a the largest Q and K entry allowed.
         scale, specials = SCORE_FLOOR_SCALE, ()

@@ -109,7 +109,7 @@ def test_a_forced_attention_probe_is_drawn_every_time(probe: str) -> None:
     @given(attention_cases(dtypes=("float32", "float16"), max_seq=MAX_SEQ, probe=probe, **GRID["attention"], **TILES))
     def every(case) -> None:
         assert _attention_probe_holds(probe, case), case.describe()
-        if probe not in ("index-width", "zero-scale"):  # zero-scale: its longest keys (see uniform_keys)
+        if probe != "index-width":
             assert "attn:index-width" not in case.features
 
     every()
