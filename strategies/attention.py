@@ -1406,8 +1406,8 @@ def _batch_as_heads(draw: st.DrawFn, batch: int, heads_kv: int, group: int,
                     c: "_AttentionConfig") -> tuple[int, int, int]:
     """(B, Hkv, group), with B = Hq = n >= 2 in about one case in ``COINCIDENCE_ODDS`` (n the
     larger of the drawn B and Hq, within max_batch and max_heads; the group kept where it divides
-    n); shrinks to the drawn ones.  Such a case draws a 3-d (Hq, Nq, Nk) mask one time in two
-    (see ``_attention_cases``): a kernel that reads a 3-d mask as (B, Nq, Nk) when its first dim
+    n); shrinks to the drawn ones.  Such a case draws a 3-d (Hq, Nq, Nk) mask three times in
+    four (see ``_attention_cases``): a kernel that reads a 3-d mask as (B, Nq, Nk) when its first dim
     is B indexes it by batch instead of by head, and drawn as any case the two came together in
     none of 1,500 (ref-naive-attention's float16 strategy, CPU profile, seeds 0-2, 2026-12-05;
     a blind mutant so wrong was caught in float16 only)."""
@@ -1656,15 +1656,16 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         if pair_masks:
             mask, mask_shape = MaskSpec("random", density=PAIR_MASK_DENSITY), "bhqk"
         mask_layout = draw(st.sampled_from(c.mask_layouts))
-        # A mask whose dims a kernel could tell apart only by their sizes (B = Nq at rank 2,
-        # B = Hq at rank 3), however drawn, keeps its rank: expanded to (B, Hq, Nq, Nk) it would not.
+        if causal and not c.causal_with_mask:
+            mask, mask_shape = None, "qk"
+        # A mask a kernel could misread (its dims told apart only by their sizes: B = Nq at rank
+        # 2, B = Hq at rank 3; or one mask a group of query heads where each has its own), however
+        # drawn, keeps its rank: expanded to (B, Hq, Nq, Nk) it would not.
         misread = mask is not None and ((mask_shape == "qk" and seq_q == batch >= 2)
                                         or (mask_shape == "hqk" and batch == group * heads_kv >= 2)
                                         or (mask_shape in PER_HEAD_MASK_SHAPES and group >= 2))
         if misread and mask_layout == "expanded":
             mask_layout = "contiguous"
-        if causal and not c.causal_with_mask:
-            mask, mask_shape = None, "qk"
         if c.probe in ("masked-lead", "masked-tail"):
             # All but the last (lead) or the first (tail) quarter of the keys masked in every row
             # (see MASKED_LEAD_VISIBLE_SHARE), on the drawn shape where it takes such a mask.
@@ -1696,8 +1697,9 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
     if misread and mask is not None and v.kind not in MISREAD_MASK_V_KINDS:
         # A case whose mask could be misread keeps V spread out: a constant V hides which keys a
         # query saw, a full-range or cancelling V makes the output's tolerance wide enough to
-        # hide another mask's keys.  Of 8 such cases of a blind mutant's two 100-example cells
-        # (float16, float32, seed 1, 2026-12-05), none with a plain V, none failed.
+        # hide another mask's keys.  The 8 such cases of a blind mutant's two 100-example cells
+        # (float16, float32, seed 1, 2026-12-05) had a cancelling or full-range V, or a mask
+        # expanded to 4-d, and none failed.
         v = ValueRecipe("normal", scale=1.0)
     if rare(draw, ZERO_RUN_ODDS):
         # See ZERO_RUN_ODDS: one of Q, K, V (V first: a zero block of V skipped as padding).

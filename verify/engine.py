@@ -869,10 +869,10 @@ def _decoy_attention_answer(decoy: tuple[torch.Tensor, torch.Tensor, torch.Tenso
 def causal_flag_is_keyed(fn, caps: Capabilities, decoy: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
                          decoy_out: torch.Tensor, kwargs: dict[str, Any], timeout: float) -> Violation | None:
     """Call ``fn`` on the decoy tensors again with the causal flag flipped (where ``caps``
-    take the flipped call: causal with a mask, with Nq != Nk): a ``stale-input`` violation
-    (``decoy_is_answered(..., call="causal-flipped")``) if it does not answer for that flag.
-    A kernel compiled for the first call's flag and cached under a key of shapes, or a result
-    cached without the flag, answers as before."""
+    take the flipped call: causal with a mask, with Nq != Nk), judged by ``decoy_is_answered(...,
+    call="causal-flipped")``: ``stale-input`` if it answers bit for bit as for the other flag (a
+    kernel compiled for the first call's flag and cached under a key of shapes, or a result
+    cached without the flag), ``accuracy`` if it is otherwise wrong for that flag."""
     causal, mask = not kwargs["causal"], kwargs["mask"]
     q, k = decoy[0], decoy[1]
     if causal and not (caps.causal and (mask is None or caps.causal_with_mask)
