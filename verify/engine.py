@@ -90,6 +90,9 @@ class CaseOutcome:
     fallback_rows: int
     output: torch.Tensor | None = None
     naive_atol: float = 0.0  # flash-attention's fwd_atol beside it (flash_rule_atol)
+    #: wall seconds of the checks that call the target again (output reuse, unwritten memory,
+    #: stream order, update in place, causal flag flipped), compiles of a new variant included
+    second_call_seconds: float = 0.0
 
     @property
     def flash_rule_ratio(self) -> float:
@@ -819,6 +822,7 @@ def check_softmax_input(
     decoy, decoy_out = None, None
     small = _second_calls(call_checks_at_any_size, secs, x)
     fn = output_only(target)
+    seconds_before = time.perf_counter()
     if v is None and small:
         decoy = _ramp(x)
         v, decoy_out = output_survives_next_call(fn, out, (decoy,), {}, timeout)
@@ -826,28 +830,31 @@ def check_softmax_input(
         v = every_output_written(fn, out, (x,), {}, timeout)
     if v is None and small and x.is_cuda:
         v = stream_order_respected(fn, out, (x,), {}, secs, timeout)
+    second = time.perf_counter() - seconds_before
     if v is not None:
         msg = f"{v.message} (input {_describe_tensor(x)})"
-        return CaseOutcome(Evaluation([Violation(v.kind, msg)]), secs, 0.0, 0.0, 0)
+        return CaseOutcome(Evaluation([Violation(v.kind, msg)]), secs, 0.0, 0.0, 0, second_call_seconds=second)
     t0 = time.perf_counter()
     truth = oracle.softmax_truth(x, get_format(x.dtype))
     osecs = time.perf_counter() - t0
     tol, lse_tol = _softmax_tolerances(target, x, truth, lse)
     ev = _judge_softmax(x, out, lse, truth, tol, lse_tol, masked_rows, float(target.caps.empty_row_lse))
     if ev.ok and decoy_out is not None:
+        seconds_before = time.perf_counter()
         stale = decoy_is_answered(decoy_out, out, torch.softmax(decoy.double(), -1))
         if stale is None:
             moved = answer_after_update_in_place(fn, (x,), {}, [(x, decoy)], timeout)
             stale = decoy_is_answered(moved, out, torch.softmax(decoy.double(), -1), call="in-place")
         if stale is not None:
             ev.violations.append(stale)
+        second += time.perf_counter() - seconds_before
     naive = atol = 0.0
     if compare_naive:
         ref = reference.two_pass_softmax(x, compute_dtype=x.dtype)
         finite = (truth.row_status == oracle.ROW_FINITE)[..., None]
         naive = _naive_abs_max(ref, truth.probs, finite)
         atol = flash_rule_atol(truth.probs, x.dtype, finite)
-    return CaseOutcome(ev, secs, osecs, naive, int(truth.fallback_rows.sum()), out, atol)
+    return CaseOutcome(ev, secs, osecs, naive, int(truth.fallback_rows.sum()), out, atol, second)
 
 
 #: Exact-fallback work one case may spend: rows x Nk x (D + 100), i.e. Python-integer
@@ -999,6 +1006,7 @@ def check_attention_input(
     decoy, decoy_out = None, None
     small = _second_calls(call_checks_at_any_size, secs, q, k, v, mask)
     fn = output_only(target)
+    seconds_before = time.perf_counter()
     if viol is None and small:
         decoy = (torch.zeros(q.shape, dtype=q.dtype, device=q.device),
                  torch.zeros(k.shape, dtype=k.dtype, device=k.device), _ramp(v))
@@ -1007,10 +1015,11 @@ def check_attention_input(
         viol = every_output_written(fn, out, (q, k, v), kwargs, timeout)
     if viol is None and small and q.is_cuda:
         viol = stream_order_respected(fn, out, (q, k, v), kwargs, secs, timeout)
+    second = time.perf_counter() - seconds_before
     if viol is not None:
         msg = (f"{viol.message} (q {_describe_tensor(q)}, k {_describe_tensor(k)}, v {_describe_tensor(v)}, "
                f"scale={scale:g}, causal={causal}, mask={None if mask is None else tuple(mask.shape)})")
-        return CaseOutcome(Evaluation([Violation(viol.kind, msg)]), secs, 0.0, 0.0, 0)
+        return CaseOutcome(Evaluation([Violation(viol.kind, msg)]), secs, 0.0, 0.0, 0, second_call_seconds=second)
     fmt = get_format(q.dtype)
     t0 = time.perf_counter()
     model = tolerance.ToleranceModel.for_target(target.caps, fmt.name)
@@ -1021,6 +1030,7 @@ def check_attention_input(
     ev = _judge_attention(out, lse, truth, tol, lse_tol, masked_rows, v, tolerance.hull_relative_slack(q.dtype, fmt, model),
                           float(target.caps.empty_row_lse))
     if ev.ok and decoy_out is not None:
+        seconds_before = time.perf_counter()
         answer = _decoy_attention_answer(decoy, scale, causal, mask)
         stale = decoy_is_answered(decoy_out, out, *answer)
         if stale is None:
@@ -1036,13 +1046,14 @@ def check_attention_input(
             stale = causal_flag_is_keyed(fn, target.caps, decoy, decoy_out, kwargs, timeout)
         if stale is not None:
             ev.violations.append(stale)
+        second += time.perf_counter() - seconds_before
     naive = atol = 0.0
     if compare_naive:
         ref = reference.naive_attention(q, k, v, scale=scale, causal=causal, mask=mask)
         finite = (truth.row_status == oracle.ROW_FINITE)[..., None] & ~truth.expected_nonfinite
         naive = _naive_abs_max(ref, truth.out, finite)
         atol = flash_rule_atol(truth.out, q.dtype, finite)
-    return CaseOutcome(ev, secs, osecs, naive, int(truth.fallback_rows.sum()), out, atol)
+    return CaseOutcome(ev, secs, osecs, naive, int(truth.fallback_rows.sum()), out, atol, second)
 
 
 def flash_rule_atol(truth: oracle.Certified, dtype: torch.dtype, where: torch.Tensor) -> float:
