@@ -37,7 +37,7 @@ step "pytest -m gpu"
 select=()
 [ -n "${TIER_K:-}" ] && select=(-k "$TIER_K")
 timeout "${TIER_PYTEST_S:-560}" python3 -m pytest -m gpu -q -p no:cacheprovider -rs --durations=12 \
-  -n "${TIER_WORKERS:-4}" "${select[@]}" ${TIER_TESTS:-tests/} 2>&1 | tee "$OUT/pytest.log" | tail -60 | tee -a "$log"
+  -n "${TIER_WORKERS:-4}" --dist loadgroup "${select[@]}" ${TIER_TESTS:-tests/} 2>&1 | tee "$OUT/pytest.log" | tail -60 | tee -a "$log"
 fi
 
 if [ "${TIER_SKIP_BENCH:-0}" != 1 ]; then
