@@ -214,11 +214,13 @@ class PipelinedLaunch(NamedTuple):
 #: 87.2-90.0%).  float32 rows of 32768 need 256 KiB for two buffers, past the 227 KiB a SM has.
 PIPELINED_16BIT = (PipelinedLaunch(32768, 32, 3, 1),)
 PIPELINED_MIN_ROWS_PER_SM = 2
-#: Whether the default takes PIPELINED_16BIT.  Off until ``pytest -m gpu -k pipelined`` has run
-#: on a GPU: the one measurement above checked full-length random rows only, and the staged
-#: schedule, also loads pipelined by Triton, gave wrong rows on the H200 (NaN in all -inf rows)
-#: while right under the interpreter (BENCHMARKS.md, twenty-ninth session).  The device was
-#: withheld for the rest of the session that wrote this (2026-12-04, thirty-first).
+#: Whether the default takes PIPELINED_16BIT.  Off: ``pytest -m gpu -k pipelined`` passed on an
+#: H100 (2026-12-05, triton 3.6.0), but there it was no faster than the online launch
+#: (``bench/softmax.py --sweep --variants pipe``, 2 rounds, % of copy, this entry against the
+#: online launch: N = 20000 bf16 93.0/92.1 against 90.5/89.7, fp16 91.4/90.8 against 90.1/90.6;
+#: N = 32768 bf16 91.4/90.8 against 93.6/94.1, fp16 90.9/91.0 against 93.2/93.7), against the
+#: one H200 measurement above (+6 points at 32768).  One device's gain and the other's loss
+#: make no default; a second H200 sweep decides.
 PIPELINED_BY_DEFAULT = False
 
 
