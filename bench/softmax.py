@@ -190,6 +190,9 @@ def sweep_variants(n: int, dtype_name: str):
         variants += [(f"pipe_s{st}_w{w}_pps{k}", kw, {"pipelined": True, "pipe_stages": st, "pipe_warps": w,
                                                       "pipe_per_sm": k})
                      for st, w, k in ((2, 32, 1), (3, 32, 1), (4, 32, 1), (3, 16, 1), (4, 16, 1), (3, 32, 2))]
+    if dtype_name != "fp32" and 16384 < n <= 131072 and n % 8:
+        # the online launch's rows off 16-byte boundaries without the aligned-body path
+        variants.append(("align_off", {}, {"align_rows": False}))
     if dtype_name == "fp32":
         variants.append(("fast", {"precise": False}, {}))
         if 8192 <= n <= 16384:

@@ -16,7 +16,9 @@ Four schedules compute the same function:
   keeps only as many rows in flight as fit in half the L2.  On the precise float32
   path the first sweep writes its exponentials to the output and the second rescales
   them by a float64 factor per block (``_span_exp_kept``, ``_span_rescale``): one
-  accurate exponential per element, and the single-pass accuracy.
+  accurate exponential per element, and the single-pass accuracy.  16-bit rows that start
+  off 16-byte boundaries (an odd row stride: rows of 16385) stream their aligned body with
+  16-byte loads and take the few elements around it apart (``_online_row_aligned``).
 * **split rows** -- when there are too few rows to fill the GPU, each row is cut
   into chunks: one kernel writes ``(m, l)`` per chunk, a second merges a row's
   chunk statistics and normalizes its chunk.
@@ -190,6 +192,10 @@ class OnlineLaunch(NamedTuple):
 #:   At 262144 the two were level (bf16 66.5%), so longer rows stay cooperative.
 #:
 #: 32768-wide blocks spilled (20-27%).  Fewer rows than 2 a SM take the other schedules.
+#: Rows of odd lengths (their starts off 16-byte boundaries) read at 57-64% of copy, 39% at
+#: 65535 (0.7x torch.softmax), one 2-byte load an element; with the aligned body 73-80%
+#: (H100, 2026-12-05 19:37 UTC, ``bench/softmax.py --sweep --variants align``, N = 16385,
+#: 20001, 32767, 65535, bf16 and fp16; BENCHMARKS.md, thirty-sixth session).
 ONLINE_16BIT = (OnlineLaunch(32768, 4096, 16, 6), OnlineLaunch(65536, 8192, 16, 6, maxnreg=64),
                 OnlineLaunch(131072, 16384, 32, 2))
 
@@ -298,13 +304,15 @@ SCHEDULES = ("rows", "pipelined", "online", "split", "cooperative")
 #: second (None: on; False: the second sweep computes them again, as before 2026-11-30).
 #: ``pipelined``: the pipelined-rows schedule (None: as PIPELINED_16BIT says; True: for every
 #: row it holds, see pipelined_launch; False: never); ``pipe_warps``, ``pipe_stages``,
-#: ``pipe_per_sm``: its launch's shape.
+#: ``pipe_per_sm``: its launch's shape.  ``align_rows``: the online kernel's aligned-body
+#: path for 16-bit rows off 16-byte boundaries (None: on where it applies; False: off).
 TUNING: dict = {"rows_warps": None, "stream_warps": None, "stream_block": None,
                 "online_programs_per_sm": None, "rows_block_r": None,
                 "cooperative": None, "coop_chunk": None, "coop_warps": None, "coop_groups": None,
                 "coop_programs_per_sm": None, "coop_lag": None, "coop_hold_x": None, "coop_early_poll": None,
                 "l2_hints": None, "lane_stats": None, "keep_p": None, "online_maxnreg": None, "sum_f64": None,
-                "pipelined": None, "pipe_warps": None, "pipe_stages": None, "pipe_per_sm": None}
+                "pipelined": None, "pipe_warps": None, "pipe_stages": None, "pipe_per_sm": None,
+                "align_rows": None}
 
 
 def _tuned(key: str, default):
@@ -589,9 +597,12 @@ def _softmax_online_kernel(
     X, Y, LSE, MAXES, n_rows, n_cols, stride_xr, stride_yr, n_blocks,
     BLOCK_N: tl.constexpr, PRECISE: tl.constexpr, WRITE_Y: tl.constexpr, WRITE_LSE: tl.constexpr,
     KEEP: tl.constexpr, DROP: tl.constexpr, LANES: tl.constexpr, KEEP_P: tl.constexpr,
+    ALIGN: tl.constexpr = 0,
 ):
     # Persistent: a fixed number of programs walk the rows, so only that many rows are
     # in flight and the normalizing sweep finds its row (or its exponentials) still in L2.
+    # ALIGN > 0 (elements in 16 bytes): rows that start off a 16-byte boundary, see
+    # _online_row_aligned.
     for row in range(tl.program_id(0), n_rows, tl.num_programs(0)):
         row64 = tl.zeros([], tl.int64) + row  # 64-bit offsets (row is a plain int when interpreted)
         x_row = X + row64 * stride_xr
@@ -610,6 +621,9 @@ def _softmax_online_kernel(
             tl.debug_barrier()
             if WRITE_LSE:
                 tl.store(LSE + row64, _lse(shift.to(tl.float64), l64).to(tl.float32))
+        elif ALIGN > 0:
+            _online_row_aligned(X, Y, LSE, row64, n_cols, stride_xr, stride_yr, BLOCK_N, PRECISE, WRITE_Y,
+                                WRITE_LSE, KEEP, DROP, LANES, ALIGN)
         else:
             if LANES:
                 m, l = _span_stats_lanes(x_row, 0, n_cols, BLOCK_N, KEEP)
@@ -620,6 +634,47 @@ def _softmax_online_kernel(
                 _span_normalize(x_row, Y + row64 * stride_yr, 0, n_cols, shift, l, BLOCK_N, PRECISE, DROP)
             if WRITE_LSE:
                 tl.store(LSE + row64, _lse(shift, l))
+
+
+@triton.jit
+def _online_row_aligned(X, Y, LSE, row64, n_cols, stride_xr, stride_yr, BLOCK_N: tl.constexpr,
+                        PRECISE: tl.constexpr, WRITE_Y: tl.constexpr, WRITE_LSE: tl.constexpr,
+                        KEEP: tl.constexpr, DROP: tl.constexpr, LANES: tl.constexpr, ALIGN: tl.constexpr):
+    """One row of the online schedule whose start is off a 16-byte boundary (a row stride
+    that is not a multiple of ALIGN elements, as for rows of 16385): Triton then proves no
+    alignment for any load of it and issues one 2-byte load an element.  The body, from the
+    row's first 16-byte-aligned element and a multiple of ALIGN long, is streamed as usual
+    with the alignment stated (tl.multiple_of); the < ALIGN elements before it and the
+    < ALIGN after it come in one small masked load, folded into (m, l) as one more block
+    (the rescale's rounding: within a float32 ulp or two, far below a 16-bit output's).  The
+    launch gives Y rows the same offset modulo ALIGN as X's (``_align_elements``), so the
+    same split aligns the output."""
+    at = row64 * stride_xr
+    head = tl.minimum((ALIGN - at % ALIGN) % ALIGN, n_cols)
+    body = tl.multiple_of((n_cols - head) // ALIGN * ALIGN, ALIGN)
+    x_body = X + tl.multiple_of(at + head, ALIGN)
+    if LANES:
+        m, l = _span_stats_lanes(x_body, 0, body, BLOCK_N, KEEP)
+    else:
+        m, l = _span_stats(x_body, 0, body, BLOCK_N, PRECISE, KEEP)
+    # the edges: lanes [0, ALIGN) the head, [ALIGN, 2 ALIGN) the tail
+    e = tl.arange(0, 2 * ALIGN)
+    edge = tl.where(e < ALIGN, e, head + body + e - ALIGN)
+    edge_ok = tl.where(e < ALIGN, e < head, edge < n_cols)
+    x_edge = tl.load(X + at + edge, mask=edge_ok, other=float("-inf")).to(tl.float32)
+    m_all = tl.maximum(m, tl.max(x_edge, axis=0))
+    shift = safe_max(m_all)
+    # m = -inf (an empty or all -inf body) has l = 0 and weight exp(-inf) = 0; NaN or +inf
+    # anywhere makes l NaN, as in the body's own statistics.
+    l = l * _exp(m, shift, PRECISE) + _sum(_exp(x_edge, shift, PRECISE), 0, PRECISE)
+    if WRITE_Y:
+        y_at = row64 * stride_yr
+        _span_normalize(x_body, Y + tl.multiple_of(y_at + head, ALIGN), 0, body, shift, l, BLOCK_N, PRECISE,
+                        DROP)
+        y_edge = _divide(_exp(x_edge, shift, PRECISE), l, PRECISE)
+        tl.store(Y + y_at + edge, y_edge.to(Y.dtype.element_ty), mask=edge_ok)
+    if WRITE_LSE:
+        tl.store(LSE + row64, _lse(shift, l))
 
 
 @triton.jit
@@ -1190,9 +1245,10 @@ def _launch(x2: torch.Tensor, y2: torch.Tensor | None, lse: torch.Tensor | None,
         maxes = (torch.empty((plan.programs * n_blocks,), device=x2.device, dtype=torch.float32)
                  if keep_p else x2)
         cap = {"maxnreg": plan.maxnreg} if plan.maxnreg else {}
+        align = 0 if keep_p else _align_elements(x2, y2)
         _softmax_online_kernel[(plan.programs,)](
             x2, y_arg, lse_arg, maxes, n_rows, n_cols, x2.stride(0), stride_y, n_blocks,
-            BLOCK_N=plan.block, **flags, **hints, LANES=plan.lanes, KEEP_P=keep_p, **cap,
+            BLOCK_N=plan.block, **flags, **hints, LANES=plan.lanes, KEEP_P=keep_p, ALIGN=align, **cap,
         )
     elif plan.name == "split":
         stats = torch.empty((n_rows * plan.num_chunks * 2,), device=x2.device, dtype=torch.float32)
@@ -1207,6 +1263,24 @@ def _launch(x2: torch.Tensor, y2: torch.Tensor | None, lse: torch.Tensor | None,
             BLOCK_N=plan.block, BLOCK_C=max(2, triton.next_power_of_2(plan.num_chunks)), **flags,
             DROP=hints["DROP"],
         )
+
+
+def _align_elements(x2: torch.Tensor, y2: torch.Tensor | None) -> int:
+    """ALIGN for the online kernel (``_online_row_aligned``): the elements in 16 bytes for
+    16-bit rows whose stride is not a multiple of them (the rows start off 16-byte
+    boundaries), where both base pointers are 16-byte aligned and Y's row stride has X's
+    remainder (each output row then splits where its input row does); else 0, the plain
+    loop (whose loads Triton aligns by itself where the stride allows).  ``TUNING["align_rows"]``
+    False turns it off."""
+    if x2.element_size() != 2 or _tuned("align_rows", True) is False:
+        return 0
+    per16 = 16 // x2.element_size()
+    stride = x2.stride(0)
+    if stride % per16 == 0 or x2.data_ptr() % 16 or x2.stride(1) != 1:
+        return 0
+    if y2 is not None and (y2.data_ptr() % 16 or y2.stride(0) % per16 != stride % per16 or y2.stride(1) != 1):
+        return 0
+    return per16
 
 
 def cooperative_constexprs(plan: _Plan, precise: bool, write_y: bool, write_lse: bool) -> dict:

@@ -956,6 +956,43 @@ def test_softmax_cooperative_without_waiting(tuning, coop_grids, monkeypatch):
     check_special_rows(x, y, lse)
 
 
+@pytest.mark.parametrize("lanes", [None, True])
+@pytest.mark.parametrize("dtype", HALF_DTYPES)
+@pytest.mark.parametrize("n", [301, 300, 296])
+def test_softmax_online_rows_off_16_byte_boundaries(n, dtype, lanes, tuning):
+    # Rows of n 16-bit elements start r * n elements in: off 16-byte boundaries unless 8 | n.
+    # The online kernel then streams each row's aligned body and loads the < 8 elements
+    # before and after it apart (_online_row_aligned): the special rows' contract, and the
+    # plain loop's results within a rounding or two.
+    tuning.update(cooperative=False, lane_stats=lanes)
+    x = special_rows(n, dtype)
+    assert triton_softmax._align_elements(x, torch.empty_like(x)) == (0 if n % 8 == 0 else 8)
+    y, lse = softmax(x, block_size=64, num_chunks=1, return_lse=True)
+    check_special_rows(x, y, lse)
+    tuning["align_rows"] = False
+    plain, plain_lse = softmax(x, block_size=64, num_chunks=1, return_lse=True)
+    eps = torch.finfo(dtype).eps
+    assert torch.allclose(y.double(), plain.double(), rtol=2 * eps, atol=0, equal_nan=True)
+    torch.testing.assert_close(lse, plain_lse, rtol=4e-7, atol=0, equal_nan=True)
+    tuning["align_rows"] = None
+    assert torch.allclose(softmax_lse(x, block_size=64, num_chunks=1), lse, rtol=4e-7, atol=0, equal_nan=True)
+    rows = randn(9, n + 8, dtype=dtype, scale=3.0)[:, :n]  # row stride n + 8: the output's remainder
+    assert triton_softmax._align_elements(rows, torch.empty_like(x)) == (0 if n % 8 == 0 else 8)
+    assert_softmax_close(softmax(rows, block_size=64, num_chunks=1), rows)
+
+
+def test_aligned_rows_only_where_both_rows_split_alike():
+    x = randn(4, 301, dtype=torch.float16)
+    assert triton_softmax._align_elements(x, torch.empty_like(x)) == 8
+    assert triton_softmax._align_elements(x, None) == 8  # LSE only
+    assert triton_softmax._align_elements(randn(4, 301), torch.empty(4, 301)) == 0  # float32 rows stay as they were
+    assert triton_softmax._align_elements(x, torch.empty(4, 304, dtype=torch.float16)[:, :301]) == 0  # 301 vs 304
+    assert triton_softmax._align_elements(x, torch.empty(4, 309, dtype=torch.float16)[:, :301]) == 8  # 309 = 301 + 8
+    shifted = torch.empty(4 * 301 + 1, dtype=torch.float16)[1:].view(4, 301)  # base 2 bytes off
+    assert triton_softmax._align_elements(shifted, torch.empty_like(x)) == 0
+    assert triton_softmax._align_elements(x, torch.empty(4 * 301 + 1, dtype=torch.float16)[1:].view(4, 301)) == 0
+
+
 @pytest.mark.parametrize("dtype", [torch.float32] + HALF_DTYPES)
 @pytest.mark.parametrize("n", [300, 64])
 def test_softmax_pipelined_forced(n, dtype, tuning):
@@ -1068,6 +1105,28 @@ def test_gpu_pipelined_rows(n, dtype, tuning, monkeypatch):
     other = softmax(x)
     assert torch.allclose(y.double(), other.double(), rtol=8 * info.eps, atol=2 * info.smallest_normal * info.eps,
                           equal_nan=True)
+
+
+@gpu
+@pytest.mark.parametrize("n", [16385, 20001, 32767, 65535])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_gpu_online_rows_off_16_byte_boundaries(n, dtype, tuning):
+    # Many 16-bit rows of odd lengths past the single pass: the online launch (ONLINE_16BIT)
+    # with its aligned-body path, special rows among 2 a SM and more; the plain loop's
+    # results within a rounding or two.
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    x = torch.cat([special_rows(n, dtype), randn(2 * sms + 7, n, dtype=dtype, scale=3.0)])
+    x[-1, : n // 2] = NEG_INF
+    assert schedule_for(x.shape[0], n, dtype, x.device) == "online"
+    assert triton_softmax._align_elements(x, torch.empty_like(x)) == 8
+    y, lse = softmax(x, return_lse=True)
+    check_special_rows(x[:9], y[:9], lse[:9])
+    assert_softmax_close(y, x)
+    torch.testing.assert_close(softmax_lse(x), lse, rtol=4e-7, atol=0, equal_nan=True)
+    tuning["align_rows"] = False
+    info = torch.finfo(dtype)  # subnormal outputs: a rounding apart is a whole subnormal step
+    assert torch.allclose(y.double(), softmax(x).double(), rtol=2 * info.eps,
+                          atol=2 * info.smallest_normal * info.eps, equal_nan=True)
 
 
 @gpu
