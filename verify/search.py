@@ -192,8 +192,7 @@ class SizeProfile:
         if get_format(dtype).name == "float64":
             return SizeProfile(min(self.softmax_max_length, 130), min(self.softmax_max_rows, 4),
                                min(self.attention_max_seq, 12), min(self.attention_max_batch, 2),
-                               min(self.attention_max_heads, 2),
-                               tuple(d for d in (self.head_dims or (1, 2, 3, 8, 16, 24, 40)) if d <= 40),
+                               min(self.attention_max_heads, 2), float64_head_dims(self.head_dims),
                                # Probes up to the mid-keys probe's 4097 keys (16 queries) stay
                                # within the exact fallback's work limit (16 x 4097 x 140 =
                                # 9.2e6 of engine.MAX_FALLBACK_WORK's 2e7); 16-bit index widths
@@ -205,6 +204,26 @@ class SizeProfile:
                                attention_probe_max_seq=strategies.attention.MID_KEYS_MAX,
                                attention_many_heads_pairs=self.attention_many_heads_pairs)
         return self
+
+
+#: The float64 profile's head dims where the size profile names none: small ones, then one
+#: past 128 and one past 256 (taken where the target's head_dim_max allows).  Its cases are
+#: tiny (at most 12 queries and keys, 2 heads), so a wide head costs the exact path little:
+#: 48 rows x 12 keys x (257 + 100) is 2e5 of engine.MAX_FALLBACK_WORK's 2e7.  With dims of at
+#: most 40, a float64 kernel that dropped the head dim past 128 passed (seventh red team,
+#: 2026-12-05).
+FLOAT64_HEAD_DIMS = (1, 2, 3, 8, 16, 24, 40, 160, 257)
+FLOAT64_SMALL_HEAD_DIM = 40
+
+
+def float64_head_dims(profile_dims: tuple[int, ...] | None) -> tuple[int, ...]:
+    """The float64 cases' head dims: those of ``profile_dims`` (FLOAT64_HEAD_DIMS if None) up
+    to FLOAT64_SMALL_HEAD_DIM, plus its smallest past 128 and its smallest past 256, so that
+    every head-dim tier (strategies.attention.HEAD_DIM_TIERS) has at most one wide entry."""
+    dims = profile_dims or FLOAT64_HEAD_DIMS
+    small = tuple(d for d in dims if d <= FLOAT64_SMALL_HEAD_DIM)
+    wide = tuple(min(tier) for tier in ([d for d in dims if 128 < d <= 256], [d for d in dims if d > 256]) if tier)
+    return small + wide
 
 
 PROFILES = {
