@@ -145,7 +145,7 @@ ZERO_RUN_KINDS = ("zero-run",)
 #: ``layout:misaligned`` alone, and SOFTMAX_FEATURES lists ``layout:<name>`` for the others.
 SOFTMAX_LAYOUTS = (
     "contiguous", "row-padded", "transposed", "strided", "batch-sliced", "lead-permuted", "lead-broadcast",
-    "misaligned"
+    "row-broadcast", "misaligned"
 )
 #: Softmax layouts a 1-D input can have (there is no row dim to transpose).
 SOFTMAX_VECTOR_LAYOUTS = ("contiguous", "row-padded", "strided", "misaligned")

@@ -20,6 +20,11 @@ Softmax (2-D / 3-D / 4-D, last axis = the softmax axis):
                 rows (and heads) within it differ.
                 A kernel that takes its row offsets from the shape, or that treats any
                 stride-0 dim as "every row is the same", gets them wrong.
+  row-broadcast one row stored per leading entry and expanded over the rows (stride 0 on
+                the rows' dim, the innermost leading one), as a bias row shared by every
+                query is passed: every row holds row 0's values.  A zero stride inside the
+                leading dims, where a check of the outermost one (lead-broadcast) sees
+                none; with a batch, the rows' dim no longer collapses with the batch's.
  3-D (batch, rows, length) and 4-D (batch, heads, rows, length) only, where the leading
  dims no longer collapse into one row stride (row r of the flattened input is not at
  r * stride(-2)):
@@ -66,7 +71,7 @@ _GAP = 3  # odd on purpose: padded rows break every power-of-two alignment
 
 Plan = tuple[tuple[int, ...], Callable[[torch.Tensor], torch.Tensor]]
 #: The layouts stored once along one dim and expanded over it (stride 0), and that dim.
-BROADCAST_DIM = {"lead-broadcast": 0, "batch-broadcast": 0, "head-broadcast": 1}
+BROADCAST_DIM = {"lead-broadcast": 0, "row-broadcast": -2, "batch-broadcast": 0, "head-broadcast": 1}
 
 
 def plan(layout: str, shape: tuple[int, ...]) -> Plan:

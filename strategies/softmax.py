@@ -954,7 +954,8 @@ def _softmax_cases(draw: st.DrawFn, c: _SoftmaxConfig) -> SoftmaxCase:
     if c.noncontiguous:
         # The leading-dim layouts are plain contiguous memory for a 2-D input.
         layouts = SOFTMAX_LAYOUTS if batch else tuple(n for n in SOFTMAX_LAYOUTS if n not in SOFTMAX_LEADING_LAYOUTS)
-        if not c.zero_strides:
+        if not c.zero_strides or explicit is not None:
+            # (values drawn entry by entry keep every row: a broadcast would keep row 0's alone)
             layouts = tuple(n for n in layouts if n not in BROADCAST_DIM)
     # One row alone is also drawn as a 1-D input, (length,) (False first: it shrinks to 2-D).  A
     # launcher that reads x.stride(-2) or x.shape[-2], or a kernel that flattens to (rows, length)

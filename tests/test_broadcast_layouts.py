@@ -1,5 +1,6 @@
-"""The zero-stride attention layouts (strategies.layouts: batch-broadcast, head-broadcast): what
-they build, who may be given them (Capabilities.zero_strides), and the bug they exist for."""
+"""The zero-stride layouts (strategies.layouts: batch-broadcast, head-broadcast, lead-broadcast,
+row-broadcast): what they build, who may be given them (Capabilities.zero_strides), and the bugs
+they exist for."""
 
 from __future__ import annotations
 
@@ -72,3 +73,34 @@ def test_an_output_laid_out_like_an_expanded_query_is_caught_by_the_broadcast_la
     # 120 above are the search's budget to find the violation, and passing ones cost it all.
     control = dataclasses.replace(opts, max_examples=40)
     assert search.check_cell(without, "float32", control).status == "passed"
+
+
+@pytest.mark.parametrize("shape", [(3, 5), (2, 3, 5), (2, 2, 3, 5)])
+def test_the_row_broadcast_layout_stores_a_row_per_leading_entry(shape: tuple[int, ...]) -> None:
+    x = torch.randn(shape)
+    t = materialize(x, "row-broadcast")
+    assert t.shape == x.shape and t.stride(-2) == 0 and t.stride(-1) == 1
+    assert t.untyped_storage().nbytes() == x.numel() // shape[-2] * 4
+    assert torch.equal(t, x.narrow(-2, 0, 1).expand(shape))
+
+
+def _softmax_deduped_on_the_first_dim(x: torch.Tensor) -> torch.Tensor:
+    """Right for an input expanded over its first dim, and only there: a zero stride anywhere
+    in the leading dims is taken for "every entry of dim 0 is the same", and the softmax of
+    entry 0 is handed out for all of them."""
+    if x.dim() >= 2 and 0 in x.stride()[:-1]:
+        return torch.softmax(x[:1].double(), -1).to(x.dtype).expand(x.shape).contiguous()
+    return torch.softmax(x.double(), -1).to(x.dtype)
+
+
+def test_a_zero_stride_taken_for_the_first_dims_is_caught_by_the_row_broadcast_layout(monkeypatch) -> None:
+    caps = get_target("torch.softmax").caps
+    mutant = Target(name="deduped-on-dim-0", op="softmax", fn=_softmax_deduped_on_the_first_dim, caps=caps,
+                    kind="mutant", description="a zero stride anywhere taken for one on dim 0")
+    opts = search.CheckOptions(max_examples=150, seed=3, shrink=False, compare_naive=False,
+                               profile=search.PROFILES["cpu"])
+    cell = search.check_cell(mutant, "float32", opts)
+    assert cell.status == "violated", cell.counterexample
+    assert "row-broadcast" in cell.counterexample
+    without = dataclasses.replace(mutant, caps=Capabilities(**{**caps.__dict__, "zero_strides": False}))
+    assert search.check_cell(without, "float32", dataclasses.replace(opts, max_examples=40)).status == "passed"
