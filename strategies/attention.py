@@ -1154,6 +1154,18 @@ def _layouts_for(c: _AttentionConfig, shape: tuple[int, ...], fmt: FloatFormat) 
 #: that took the default for 0 from a right one only by luck.
 ZERO_SCALE_ODDS = 16
 ZERO_SCALE_MIN_KEYS = 8
+#: The zero-scale probe's cases take this many keys or more (within the target's max_length;
+#: none past WIDE_HEAD_DIM) and a V whose first ZERO_SCALE_ZERO_SHARE of the keys are exactly 0
+#: (a ``zero-run``, the rest about 1): a key block of up to 128 keys is then all zero in V
+#: whether the blocks are counted from the first key or back from the last, and with scale 0
+#: the exact output is the mean of V over the visible keys, about 0.4.  A kernel that skips a
+#: key block whose V is all zero (as padding) also drops its weight from the sum l, and
+#: answers more.  Drawn, such V blocks came one case in a few
+#: hundred (ZERO_RUN_ODDS, and a run that covers a block): a blind mutant skipping zero V blocks
+#: lived through the main job (seventh red team, 2026-12-05), and one written here for blocks
+#: of 64 through 100 examples a dtype (seed 1).
+ZERO_SCALE_PROBE_KEYS = 2 * 128 + 3
+ZERO_SCALE_ZERO_SHARE = 0.6
 
 
 @st.composite
@@ -1589,6 +1601,8 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         scale = 0.0
     if scale == 0.0:
         seq_k = max(seq_k, min(c.max_seq, ZERO_SCALE_MIN_KEYS))
+    if c.probe == "zero-scale" and head_dim <= WIDE_HEAD_DIM:
+        seq_k = max(seq_k, min(ZERO_SCALE_PROBE_KEYS, max(c.max_seq, c.mid_keys_max)))
 
     # A long-key probe (rare): the key length itself comes from the seed, below.
     wide = draws_index_width(draw, c.index_lengths)
@@ -1708,6 +1722,9 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         base = {"q": q, "k": k, "v": v}[which]
         run = ValueRecipe("zero-run", scale=base.spread(), offset=base.offset, rate=start, gap=share)
         q, k, v = (run if name == which else r for name, r in (("q", q), ("k", k), ("v", v)))
+    if c.probe == "zero-scale" and seq_k >= ZERO_SCALE_PROBE_KEYS:
+        # See ZERO_SCALE_PROBE_KEYS: V drawn as usual, then replaced (the same choices).
+        v = ValueRecipe("zero-run", scale=0.25, offset=1.0, rate=0.0, gap=ZERO_SCALE_ZERO_SHARE)
     if c.probe in ("masked-lead", "masked-tail") and v.kind == "normal":
         # Plain V (the simplest case's) rises along the keys by MASKED_V_RISE spreads: the live
         # quarter's mean then differs from that of any other set of keys by a spread or more,

@@ -150,6 +150,13 @@ def test_the_simplest_case_of_a_forced_probe_is_its_strongest() -> None:
     assert offset.spec.causal and (offset.spec.seq_q, offset.spec.seq_k) == (MAX_SEQ // 2 + 1, MAX_SEQ)
     zero = find(attention_cases(dtypes=("float16",), max_seq=MAX_SEQ, probe="zero-scale"), lambda c: True, **first)
     assert zero.spec.scale == 0.0 and zero.spec.seq_k >= A.ZERO_SCALE_MIN_KEYS  # one key: every scale agrees
+    # past two blocks of 128 keys, V zero over the first 60%: a whole V block of up to 128 keys
+    # is zero counted from either end
+    assert zero.spec.seq_k == A.ZERO_SCALE_PROBE_KEYS and zero.spec.v.kind == "zero-run"
+    v = zero.build().v.double()
+    zero_keys = int((v == 0).all(-1).all(0).all(0).to(torch.int64).cumprod(0).sum())
+    n = zero.spec.seq_k
+    assert zero_keys >= 128 and n - (n // 128) * 128 + 128 <= zero_keys < n
     keys = find(attention_cases(dtypes=("float16",), max_seq=MAX_SEQ, probe="mid-keys"), lambda c: True, **first)
     assert (keys.spec.seq_k, keys.spec.seq_q) == (A.MID_KEYS_MAX, A.MID_KEYS_MAX_QUERIES)
     for probe in ("masked-lead", "masked-tail"):
@@ -446,3 +453,34 @@ def test_the_plateau_row_is_tried_only_where_the_long_row_was_quick(slow: bool) 
     plateau = find(softmax_cases(**args, probe="plateau-row"), lambda c: True, settings=first)
     assert sum(c.spec == long_row.spec for c in seen) == 1
     assert sum(c.spec == plateau.spec for c in seen) == (0 if slow else 1)
+
+
+def _skips_all_zero_v_blocks(q, k, v, *, scale, causal=False, mask=None, block: int = 64):
+    """Attention that skips a key block whose V rows are all zero, weight and all (as padding)."""
+    from kernels.reference import naive_attention
+
+    blocked = torch.zeros(v.shape[:-1], dtype=torch.bool, device=v.device)
+    for start in range(0, v.shape[-2], block):
+        blocked[..., start:start + block] = (v[..., start:start + block, :] == 0).flatten(-2).all(-1)[..., None]
+    hidden = blocked.repeat_interleave(q.shape[1] // k.shape[1], dim=1)[:, :, None, :]
+    keep = ~hidden if mask is None else mask & ~hidden
+    return naive_attention(q, k, v, scale=scale, causal=causal, mask=keep, compute_dtype=torch.float64).to(q.dtype)
+
+
+@pytest.mark.parametrize("block", [16, 64, 128])
+def test_the_zero_scale_probe_catches_a_kernel_that_skips_zero_value_blocks(block: int) -> None:
+    """The probe round's zero-scale case holds whole V blocks of zeros (ZERO_SCALE_PROBE_KEYS):
+    a kernel that skips them, weight and all, answers far from the mean of V; the reference
+    passes it."""
+    case = find(attention_cases(dtypes=("float16",), max_seq=MAX_SEQ, probe="zero-scale"), lambda c: True,
+                settings=settings(max_examples=1, phases=[Phase.generate], **_QUIET))
+    built = case.build()
+    target = get_target("ref-naive-attention")
+    mutant = dataclasses.replace(target, name="skips-zero-v-blocks",
+                                 fn=lambda q, k, v, **kw: _skips_all_zero_v_blocks(q, k, v, block=block, **kw))
+    kw = dict(scale=built.scale, causal=built.causal, mask=built.mask, compare_naive=False)
+    from verify import engine
+
+    assert engine.check_attention_input(target, built.q, built.k, built.v, **kw).evaluation.ok
+    found = engine.check_attention_input(mutant, built.q, built.k, built.v, **kw).evaluation
+    assert [v.kind for v in found.violations] == ["accuracy"]
