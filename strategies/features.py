@@ -129,6 +129,7 @@ SOFTMAX_VALUE_KINDS = (
     "subnormal-output",
     "drift",
     "plateau",
+    "near-uniform",
 )
 #: Q, K and V recipes (``seq-drift``: a trend along the sequence; ``slab-levels``: each (batch,
 #: head) at its own magnitude; see ``strategies.values``).

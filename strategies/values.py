@@ -194,7 +194,7 @@ class ValueRecipe:
         if k == "plateau":
             edge = ("statistics", "input")[min(self.count, 1)]
             return f"plateau(scale={num(self.scale)}{off}, first={num(self.rate)}, margin={num(self.gap)}, edge={edge})"
-        if k in ("cancellation", "near-max", "very-negative", "subnormal-output"):
+        if k in ("cancellation", "near-max", "very-negative", "subnormal-output", "near-uniform"):
             return f"{k}(offset={num(self.offset)}, spread={num(self.scale)})"
         return f"{k}(scale={num(self.scale)}{off})"
 
@@ -252,7 +252,7 @@ class ValueRecipe:
         n = shape[-1]
         if k == "constant":
             return np.full(shape, self.offset)
-        if k == "uniform":
+        if k in ("uniform", "near-uniform"):
             return self.offset + self.scale * rng.uniform(-1.0, 1.0, shape)
         if k in ("normal", "cancellation"):
             return self.offset + self.scale * rng.standard_normal(shape)
@@ -487,6 +487,16 @@ _GAPS = (20.0, 100.0, 1e3, 1e4, 2.0, 5.0, 10.0, 15.0, 30.0, 60.0)
 _GAP_STEPS = tuple(2.0 ** (j / 8) for j in range(8))
 _OUTLIER_STDS = (10.0, 100.0)
 _OUTLIER_RATES = (0.001, 0.01, 0.1)
+#: A near-uniform row's entries lie within eps 2**j of an offset of at most 1 in size (j <
+#: NEAR_UNIFORM_STEPS, the spread at most NEAR_UNIFORM_MAX_SPREAD): from a few ulps of 1 apart
+#: to a few thousand, every softmax output is 1/n to within about the spread.  A kernel that
+#: takes a row whose maximum and minimum lie within some threshold for uniform, and answers
+#: 1/n, is wrong by about the spread: past the tolerance once the spread is ten ulps or so,
+#: and hidden under it at large offsets (a cancellation row's).  Drawn as a uniform row of a
+#: tiny scale and a small offset, such rows came about one in 300 (a blind mutant lived in
+#: float32, seventh red team, 2026-12-05).
+NEAR_UNIFORM_STEPS = 14
+NEAR_UNIFORM_MAX_SPREAD = 2.0**-4
 #: Slab levels span 1 to this many decades.
 SLAB_LEVEL_DECADES = 4
 _OCTAVES_PER_DECADE = 10.0 / 3.0  # about log2(10)
@@ -544,6 +554,10 @@ def _interpret(fmt: FloatFormat, limit: float, kind: str, a: float, b: float, p:
         return ValueRecipe(kind, scale=abs(offset) * fmt.eps * 2.0 ** (p % 11), offset=offset)
     if kind == "near-max":
         return ValueRecipe(kind, scale=limit * 2.0 ** -(1 + p % 20), offset=sign * limit)
+    if kind == "near-uniform":
+        # See NEAR_UNIFORM_STEPS.
+        spread = min(fmt.eps * 2.0 ** (p % NEAR_UNIFORM_STEPS), NEAR_UNIFORM_MAX_SPREAD)
+        return ValueRecipe(kind, scale=spread, offset=min(max(b, -1.0), 1.0))
     if kind == "very-negative":
         offset = -min(max(a, -VERY_NEGATIVE_CEILING), limit)
         return ValueRecipe(kind, scale=abs(b) if b else 1.0, offset=offset)

@@ -591,3 +591,42 @@ def test_long_cases_are_sometimes_well_mixed_and_held_to_the_summation_bias_boun
             mixed = well_mixed(recipe, get_format(dtype))
             case = SoftmaxCase(SoftmaxSpec(dtype=dtype, rows=2, length=4096, recipes=(mixed,), seed=1))
             assert _judged_for_bias(case), (dtype, recipe, mixed)
+
+
+def test_near_uniform_rows_lie_within_a_ladder_of_ulps_and_catch_a_uniform_shortcut() -> None:
+    """A near-uniform recipe (values.NEAR_UNIFORM_STEPS): entries within eps 2**j of an offset
+    of at most 1, the ladder's steps drawn from the first up; a softmax that answers 1/n for rows whose
+    spread is under 1e-5 (a "uniform row" fast path) fails on a float32 row of 32 ulps of
+    spread, and the exact softmax passes it."""
+    from strategies.values import NEAR_UNIFORM_MAX_SPREAD, NEAR_UNIFORM_STEPS, value_recipes
+    from verify import engine
+    from verify.dtypes import get_format
+    from kernels.registry import Target, get_target
+
+    for dtype in ("float16", "bfloat16", "float32"):
+        eps, steps = get_format(dtype).eps, set()
+
+        @settings(max_examples=120, **_QUIET)
+        @given(value_recipes(dtype, ("near-uniform",)))
+        def drawn(recipe: ValueRecipe) -> None:
+            assert recipe.kind == "near-uniform" and abs(recipe.offset) <= 1.0
+            assert eps <= recipe.scale <= NEAR_UNIFORM_MAX_SPREAD
+            steps.add(round(math.log2(recipe.scale / eps)))
+
+        drawn()
+        assert min(steps) == 0 and len(steps) >= min(NEAR_UNIFORM_STEPS, math.log2(NEAR_UNIFORM_MAX_SPREAD / eps)) // 2
+
+    def shortcut(x: torch.Tensor) -> torch.Tensor:
+        y = torch.softmax(x.double(), -1)
+        flat = (x.double().amax(-1, keepdim=True) - x.double().amin(-1, keepdim=True)) < 1e-5
+        return torch.where(flat, 1.0 / x.shape[-1], y).to(x.dtype)
+
+    spread = get_format("float32").eps * 2.0**5
+    x = SoftmaxCase(SoftmaxSpec(dtype="float32", rows=3, length=37,
+                                recipes=(ValueRecipe("near-uniform", scale=spread, offset=0.5),), seed=2)).build()
+    exact = get_target("torch.softmax")
+    assert engine.check_softmax_input(exact, x, compare_naive=False).evaluation.ok
+    mutant = Target(name="uniform-shortcut", op="softmax", fn=shortcut, caps=exact.caps, kind="mutant",
+                    description="1/n for rows of a spread under 1e-5")
+    found = engine.check_softmax_input(mutant, x, compare_naive=False).evaluation
+    assert [v.kind for v in found.violations] == ["accuracy"]
