@@ -49,7 +49,8 @@ def _softmax_probe_holds(probe: str, case) -> bool:
         "plateau-row": MAX_LENGTH < s.length <= 16385 and total_rows <= 2 and s.recipes[0].kind == "plateau",
         "mixed-row": (S.MIXED_MIN_LENGTH <= s.length <= S.MIXED_PROBE_MAX_LENGTH and total_rows <= 2
                       and all(r.kind == "uniform" for r in s.recipes) and s.mask.kind == "none" and not s.specials),
-        "many-rows": MAX_ROWS < total_rows <= S.MANY_ROWS[1] and s.length <= MAX_LENGTH,
+        # up to MANY_ROWS_SIZED_MAX where the search sizes it from the speed (fast machines)
+        "many-rows": MAX_ROWS < total_rows <= S.MANY_ROWS_SIZED_MAX and s.length <= MAX_LENGTH,
         "one-entry": (s.length == 1 and total_rows == min(MAX_ROWS, S.ONE_ENTRY_ROWS) and s.mask.kind == "fully-masked-row"
                       and {sp.kind for sp in s.specials} == {"nan", "+inf", "neg-zero"}),
         "narrow-values": s.narrow == S.NARROWER.get(s.dtype, "none") and "values:narrow" in case.features,
