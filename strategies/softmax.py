@@ -151,8 +151,8 @@ ROW_COST = 32
 GRID_ROWS_MAX_LENGTH = 16
 #: The rare probes of ``softmax_cases``, by name: ``probe=`` draws only that one (and
 #: ``softmax_probes`` says which the arguments allow).
-SOFTMAX_PROBES = ("one-entry", "narrow-values", "four-d", "many-rows", "mixed-row", "long-row", "plateau-row",
-                  "edge-spike", "masked-long", "index-width", "grid-rows", "wide-offsets")  # cheapest first
+SOFTMAX_PROBES = ("one-entry", "floor-row", "narrow-values", "four-d", "many-rows", "mixed-row", "long-row",
+                  "plateau-row", "edge-spike", "masked-long", "index-width", "grid-rows", "wide-offsets")  # cheapest first
 #: The one-entry probe (forced only, where rows of one entry are allowed): ONE_ENTRY_ROWS rows
 #: (at most max_rows) of one entry each, 2-D, one row of every kind: finite (its softmax is 1),
 #: -inf (a fully masked row: 0 or NaN), NaN and +inf (NaN), -0.0 (1), in ONE_ENTRY_KINDS order,
@@ -163,6 +163,17 @@ SOFTMAX_PROBES = ("one-entry", "narrow-values", "four-d", "many-rows", "mixed-ro
 #: for every one-entry row lived in float16, bfloat16 and float32 (fifth red team, 2026-12-05).
 ONE_ENTRY_ROWS = 8
 ONE_ENTRY_KINDS = ("finite", "masked", "nan", "+inf", "neg-zero")
+#: The floor-row probe (forced only): two rows of the longest length one past a power of two
+#: that max_length allows (257 on the CPU: a ragged tail for every block and vector width), every
+#: entry of row 0 the format's lowest finite value, row 1's a few ulps above it (a near-max row
+#: of FLOOR_ROW_ULPS ulps' spread); no mask, no special value.  A kernel that fills its ragged
+#: lanes, or starts its running maximum, with a finite stand-in for -inf at or above the row's
+#: entries (-65504 in float16, -1e4, -1e30, -FLT_MAX) counts the filler as entries (row 0: 1 /
+#: (n + lanes) where 1 / n is right) or keeps the stand-in as the maximum (every exp(x - m) 0:
+#: 0 / 0).  The attention twin is the score-floor probe.  Drawn, a row at the very floor needs a
+#: constant or near-max recipe at the format's last value: a blind mutant padding its lanes with
+#: -65504 lived in float16 (seventh red team, 2026-12-05).
+FLOOR_ROW_ULPS = 4
 #: The edge-spike and masked-long probes (forced only, where long rows are allowed): two rows of
 #: the longest long-row length (16385 on the CPU: one entry past a power of two, a ragged tail of
 #: one for every vector width), no special value.
@@ -676,6 +687,14 @@ def softmax_probes(**kwargs: Any) -> tuple[str, ...]:
     return tuple(p for p in SOFTMAX_PROBES if p not in unavailable)
 
 
+def floor_row_length(min_length: int, max_length: int) -> int:
+    """The floor-row probe's length: the longest 2**k + 1 within [min_length, max_length] (a
+    ragged tail of one for every power-of-two block), else max_length."""
+    k = max(0, (max_length - 1).bit_length() - 1)
+    n = (1 << k) + 1
+    return n if min_length <= n <= max_length else max_length
+
+
 def _softmax_config(dtypes, caps, max_length, max_rows, special_values, masks, elementwise, index_widths,
                     long_rows, many_rows, four_d, probe, probe_entries=0, grid_rows=0,
                     wide_offsets=False) -> _SoftmaxConfig:
@@ -848,6 +867,8 @@ def _softmax_cases(draw: st.DrawFn, c: _SoftmaxConfig) -> SoftmaxCase:
             rows, length = largest_first(draw, 1, c.max_rows), largest_first(draw, c.min_length, c.max_length)
         elif forced in ("edge-spike", "masked-long"):
             length, rows, batch, heads = c.long_range[1], 2, 0, 0
+        elif forced == "floor-row":
+            length, rows, batch, heads = floor_row_length(c.min_length, c.max_length), min(2, c.max_rows), 0, 0
         elif forced == "one-entry":
             length, rows, batch, heads = 1, min(c.max_rows, ONE_ENTRY_ROWS), 0, 0
         elif wide:  # one long row: the cost stays that of an ordinary example
@@ -921,6 +942,12 @@ def _softmax_cases(draw: st.DrawFn, c: _SoftmaxConfig) -> SoftmaxCase:
         if rows_of.get("masked"):
             mask = MaskSpec("fully-masked-row", rows=tuple(rows_of["masked"]))
         specials = tuple(SpecialSpec(k, "x", (r, 0)) for k in ONE_ENTRY_KINDS[2:] for r in rows_of.get(k, ()))
+    if c.probe == "floor-row" and explicit is None:
+        # See FLOOR_ROW_ULPS: drawn as usual, then replaced (the same choices).
+        floor = -fmt.max_finite
+        recipes = (ValueRecipe("constant", offset=floor),
+                   ValueRecipe("near-max", scale=FLOOR_ROW_ULPS * fmt.eps * fmt.max_finite, offset=floor))
+        specials, mask = (), MaskSpec()
     if c.probe == "edge-spike" and explicit is None:
         # See MASKED_LONG_SHIFTS: the spike at the end of row 0, at the start of row 1.
         gap = row_shift_for(fmt)

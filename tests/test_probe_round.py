@@ -51,6 +51,9 @@ def _softmax_probe_holds(probe: str, case) -> bool:
                       and all(r.kind == "uniform" for r in s.recipes) and s.mask.kind == "none" and not s.specials),
         # up to MANY_ROWS_SIZED_MAX where the search sizes it from the speed (fast machines)
         "many-rows": MAX_ROWS < total_rows <= S.MANY_ROWS_SIZED_MAX and s.length <= MAX_LENGTH,
+        "floor-row": (s.length == S.floor_row_length(1, MAX_LENGTH) and total_rows == 2 and not s.specials
+                      and s.mask.kind == "none" and [r.kind for r in s.recipes] == ["constant", "near-max"]
+                      and s.recipes[0].offset == -get_format(s.dtype).max_finite),
         "one-entry": (s.length == 1 and total_rows == min(MAX_ROWS, S.ONE_ENTRY_ROWS) and s.mask.kind == "fully-masked-row"
                       and {sp.kind for sp in s.specials} == {"nan", "+inf", "neg-zero"}),
         "narrow-values": s.narrow == S.NARROWER.get(s.dtype, "none") and "values:narrow" in case.features,
@@ -245,9 +248,11 @@ def test_which_probes_the_arguments_allow_and_clear_errors_otherwise() -> None:
         attention_cases(probe="many-tiles")
     assert softmax_probes(elementwise=True) == ()
     assert softmax_probes(caps=Capabilities(max_length=1000), max_length=300) == (
-        "one-entry", "narrow-values", "four-d", "many-rows", "long-row", "plateau-row", "edge-spike", "masked-long")
-    assert softmax_probes(many_rows=False, four_d=False) == ("one-entry", "narrow-values", "mixed-row", "long-row", "plateau-row",
-                                                             "edge-spike", "masked-long", "index-width")
+        "one-entry", "floor-row", "narrow-values", "four-d", "many-rows", "long-row", "plateau-row", "edge-spike",
+        "masked-long")
+    assert softmax_probes(many_rows=False, four_d=False) == ("one-entry", "floor-row", "narrow-values", "mixed-row",
+                                                             "long-row", "plateau-row", "edge-spike", "masked-long",
+                                                             "index-width")
     assert "masked-long" not in softmax_probes(caps=Capabilities(neg_inf=False))
     assert "narrow-values" not in softmax_probes(dtypes=("float16", "bfloat16"))
     assert "one-entry" not in softmax_probes(caps=Capabilities(min_length=2))
@@ -485,3 +490,32 @@ def test_the_zero_scale_probe_catches_a_kernel_that_skips_zero_value_blocks(bloc
     assert engine.check_attention_input(target, built.q, built.k, built.v, **kw).evaluation.ok
     found = engine.check_attention_input(mutant, built.q, built.k, built.v, **kw).evaluation
     assert [v.kind for v in found.violations] == ["accuracy"]
+
+
+def _pads_lanes_with_the_lowest_finite_value(x: torch.Tensor) -> torch.Tensor:
+    """A softmax over rows padded to 32-wide lanes with the format's lowest finite value, not
+    -inf: right unless a row's entries lie at that value."""
+    n = x.shape[-1]
+    padded = torch.full((*x.shape[:-1], -(-n // 32) * 32), torch.finfo(x.dtype).min, dtype=torch.float64)
+    padded[..., :n] = x.double()
+    return torch.softmax(padded, -1)[..., :n].to(x.dtype)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+def test_the_floor_row_probe_catches_lanes_padded_with_a_finite_stand_in(dtype: str) -> None:
+    """The probe round's floor-row case (FLOOR_ROW_ULPS): rows at the format's lowest finite
+    value and just above it, of a ragged length; a softmax that pads its lanes with that value
+    counts the padding; the reference passes it."""
+    from kernels.registry import Target
+    from verify import engine
+
+    case = find(softmax_cases(dtypes=(dtype,), max_length=MAX_LENGTH, probe="floor-row"), lambda c: True,
+                settings=settings(max_examples=1, phases=[Phase.generate], **_QUIET))
+    x = case.build()
+    assert x.shape == (2, 257) and float(x[0].max()) == float(x[0].min()) == -get_format(dtype).max_finite
+    exact = get_target("torch.softmax")
+    assert engine.check_softmax_input(exact, x, compare_naive=False).evaluation.ok
+    mutant = Target(name="lanes-padded-with-the-floor", op="softmax", fn=_pads_lanes_with_the_lowest_finite_value,
+                    caps=exact.caps, kind="mutant", description="pads its lanes with the lowest finite value")
+    assert [v.kind for v in engine.check_softmax_input(mutant, x, compare_naive=False).evaluation.violations] == [
+        "accuracy"]
