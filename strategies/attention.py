@@ -847,6 +847,7 @@ class _AttentionConfig:
     grid_pairs: tuple[int, ...] = ()  # pair counts of the grid-heads probe (lengths.GRID_COUNTS)
     grid_axes: tuple[str, ...] = GRID_HEADS_AXES  # where its pairs may go (caps.max_batch, caps.max_heads)
     tiles_seq: int = 0  # the many-tiles probe's longest Nq and Nk (TILES_RUNGS); below TILES_MIN_SEQ: none
+    zero_scale_keys: int = 0  # the zero-scale probe's keys past ZERO_SCALE_PROBE_KEYS (ZERO_SCALE_LONG_KEYS); 0: none
     wide_seq: tuple[int, int] | None = None  # the wide-offsets probe's Nq = Nk range; None: no probe
     wide_max_pairs: int | None = None  # the most heads its repetitions may make (caps.max_pairs, max_heads)
     absorption: bool = False  # rare absorption probes (see ABSORPTION_MIN_KEYS)
@@ -946,6 +947,7 @@ def attention_cases(
     grid_pairs: int = 0,
     tiles_seq: int = 0,
     wide_offsets: bool = False,
+    zero_scale_keys: int = 0,
 ) -> SearchStrategy[AttentionCase]:
     """Attention inputs within the target's capabilities, rich in adversarial features.
 
@@ -1007,12 +1009,15 @@ def attention_cases(
       pass ``lengths.WIDE_OFFSET_ELEMENTS`` by a block: 4 to 8 GiB a tensor, so only for a
       device that holds it (False, the default: never).  The heads stay within the target's
       ``max_pairs`` and ``max_heads`` (longer sequences make fewer of them).
+    * ``zero_scale_keys``: the zero-scale probe's keys where more than ``ZERO_SCALE_PROBE_KEYS``
+      (within ``caps.max_length``; 0, the default: that many): see ZERO_SCALE_LONG_KEYS, which
+      the GPU size profile passes.
     * The simplest case of each probe is its strongest (the one a search's probe round tries):
       the most pairs, keys or queries the probe allows, and sequences long enough that Q and K
       matter (more than one key).
     """
     config = _attention_config(dtypes, caps, max_seq, max_batch, max_heads, head_dims, special_values, index_widths,
-                               probes, probe, many_heads_pairs, grid_pairs, tiles_seq, wide_offsets)
+                               probes, probe, many_heads_pairs, grid_pairs, tiles_seq, wide_offsets, zero_scale_keys)
     check_probe(probe, config.unavailable_probes(), ATTENTION_PROBES)
     return _attention_cases(config)
 
@@ -1025,8 +1030,10 @@ def attention_probes(**kwargs: Any) -> tuple[str, ...]:
 
 def _attention_config(dtypes, caps, max_seq, max_batch, max_heads, head_dims, special_values,
                       index_widths, probes, probe, many_heads_pairs=MANY_HEADS_PAIRS,
-                      grid_pairs=0, tiles_seq=0, wide_offsets=False) -> "_AttentionConfig":
+                      grid_pairs=0, tiles_seq=0, wide_offsets=False, zero_scale_keys=0) -> "_AttentionConfig":
     """attention_cases' arguments checked and resolved (see there)."""
+    check_argument(isinstance(zero_scale_keys, int) and not isinstance(zero_scale_keys, bool) and zero_scale_keys >= 0,
+                   f"zero_scale_keys must be a non-negative int (0: ZERO_SCALE_PROBE_KEYS), got {zero_scale_keys!r}")
     check_positive_int(many_heads_pairs, "many_heads_pairs")
     check_argument(isinstance(grid_pairs, int) and not isinstance(grid_pairs, bool) and grid_pairs >= 0,
                    f"grid_pairs must be a non-negative int, got {grid_pairs!r}")
@@ -1058,6 +1065,7 @@ def _attention_config(dtypes, caps, max_seq, max_batch, max_heads, head_dims, sp
             many_heads_pairs=many_heads_pairs,
             grid_pairs=grid_pairs,
             tiles_seq=tiles_seq,
+            zero_scale_keys=zero_scale_keys,
             wide_offsets=wide_offsets,
         ),
         formats=formats,
@@ -1089,6 +1097,7 @@ def _attention_config(dtypes, caps, max_seq, max_batch, max_heads, head_dims, sp
         grid_pairs=_grid_pairs(grid_pairs, caps) if probes else (),
         grid_axes=_grid_axes(caps),
         tiles_seq=min(tiles_seq, caps.max_length or tiles_seq) if probes else 0,
+        zero_scale_keys=min(zero_scale_keys, caps.max_length or zero_scale_keys),
         absorption=probes,
         probe=probe,
     )
@@ -1166,6 +1175,13 @@ ZERO_SCALE_MIN_KEYS = 8
 #: of 64 through 100 examples a dtype (seed 1).
 ZERO_SCALE_PROBE_KEYS = 2 * 128 + 3
 ZERO_SCALE_ZERO_SHARE = 0.6
+#: The zero-scale probe's keys in the GPU size profile (``zero_scale_keys``): with scale 0 every
+#: visible key weighs 1, so l is their count, past 65504 here.  A kernel that keeps l, or 1 / l,
+#: in float16 then overflows (1 / inf = 0) or loses 1 / l to float16's subnormals (seventh
+#: red team, 2026-12-05: a blind mutant computing 1 / l in float16 needs over 1e5 keys); one
+#: query tile and a few heads of at most MID_KEYS_MAX_HEAD_DIM keep it cheap on a GPU.  Not on
+#: the CPU, where the Triton interpreter takes seconds over 2**17 keys.
+ZERO_SCALE_LONG_KEYS = 2**17 + 1
 
 
 @st.composite
@@ -1603,6 +1619,12 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         seq_k = max(seq_k, min(c.max_seq, ZERO_SCALE_MIN_KEYS))
     if c.probe == "zero-scale" and head_dim <= WIDE_HEAD_DIM:
         seq_k = max(seq_k, min(ZERO_SCALE_PROBE_KEYS, max(c.max_seq, c.mid_keys_max)))
+        if c.zero_scale_keys > seq_k:
+            # See ZERO_SCALE_LONG_KEYS: the rest of the case small, as a mid-keys case's.
+            seq_k, seq_q = c.zero_scale_keys, min(seq_q, MID_KEYS_MAX_QUERIES)
+            batch, heads_kv, group = 1, min(heads_kv, 2), min(group, 2)
+            heads_q = heads_kv * group
+            head_dim = _small_head_dim(head_dim, c.head_dims, MID_KEYS_MAX_HEAD_DIM)
 
     # A long-key probe (rare): the key length itself comes from the seed, below.
     wide = draws_index_width(draw, c.index_lengths)

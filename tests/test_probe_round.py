@@ -519,3 +519,41 @@ def test_the_floor_row_probe_catches_lanes_padded_with_a_finite_stand_in(dtype: 
                     caps=exact.caps, kind="mutant", description="pads its lanes with the lowest finite value")
     assert [v.kind for v in engine.check_softmax_input(mutant, x, compare_naive=False).evaluation.violations] == [
         "accuracy"]
+
+
+def _reciprocal_of_l_in_float16(q, k, v, *, scale, causal=False, mask=None):
+    """Attention whose 1 / l is taken in float16 (l rounded to float16 first): right while the
+    visible keys' weights sum below 65504."""
+    group = q.shape[1] // k.shape[1]
+    s = q.double() @ k.double().repeat_interleave(group, 1).transpose(-1, -2) * scale
+    p = torch.exp(s - s.amax(-1, keepdim=True))
+    inverse = (1.0 / p.sum(-1, keepdim=True).to(torch.float16)).double()
+    return (p @ v.double().repeat_interleave(group, 1) * inverse).to(q.dtype)
+
+
+def test_the_zero_scale_probe_with_long_keys_catches_a_float16_reciprocal_of_l() -> None:
+    """With zero_scale_keys (the GPU size profile's ZERO_SCALE_LONG_KEYS), the zero-scale probe's
+    simplest case is one query against 2**17 + 1 keys of weight 1: l = their count, past
+    float16's range; a kernel taking 1 / l in float16 answers 0, the reference passes."""
+    from kernels.registry import Target
+    from verify import engine
+
+    with pytest.raises(InvalidArgument, match="zero_scale_keys must be a non-negative int"):
+        attention_cases(zero_scale_keys=-1)
+    case = find(attention_cases(dtypes=("float16",), max_seq=MAX_SEQ, probe="zero-scale",
+                                zero_scale_keys=A.ZERO_SCALE_LONG_KEYS), lambda c: True,
+                settings=settings(max_examples=1, phases=[Phase.generate], **_QUIET))
+    s = case.spec
+    assert (s.batch, s.seq_q, s.seq_k, s.scale) == (1, 1, A.ZERO_SCALE_LONG_KEYS, 0.0) and s.head_dim <= 64
+    capped = find(attention_cases(dtypes=("float16",), max_seq=MAX_SEQ, probe="zero-scale", caps=Capabilities(
+        max_length=4096), zero_scale_keys=A.ZERO_SCALE_LONG_KEYS), lambda c: True,
+        settings=settings(max_examples=1, phases=[Phase.generate], **_QUIET))
+    assert capped.spec.seq_k == 4096  # within the target's max_length
+    x = case.build()
+    kw = dict(scale=x.scale, causal=x.causal, mask=x.mask, compare_naive=False)
+    exact = get_target("ref-naive-attention")
+    assert engine.check_attention_input(exact, x.q, x.k, x.v, **kw).evaluation.ok
+    mutant = Target(name="reciprocal-of-l-in-float16", op="attention", fn=_reciprocal_of_l_in_float16,
+                    caps=exact.caps, kind="mutant", description="1 / l in float16")
+    found = engine.check_attention_input(mutant, x.q, x.k, x.v, **kw).evaluation
+    assert [v.kind for v in found.violations] == ["accuracy"]

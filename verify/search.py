@@ -186,6 +186,8 @@ class SizeProfile:
     #: output-reuse check, and the main job's interpreted mutants ran out of budget in that probe
     #: (2026-11-30).  The GPU profile takes 256, past every GPU's SM count.
     attention_many_heads_pairs: int = 64
+    #: The zero-scale probe's keys past its usual 259 (attention_cases' zero_scale_keys; 0: none).
+    attention_zero_scale_keys: int = 0
 
     def for_dtype(self, dtype: str) -> "SizeProfile":
         # float64 targets need the mpmath path for every row: keep those cases small.
@@ -233,7 +235,8 @@ PROFILES = {
     # (512 only for the targets whose head_dim_max allows it).
     "gpu": SizeProfile(softmax_max_length=20_000, softmax_max_rows=16, attention_max_seq=1024,
                        attention_max_batch=2, attention_max_heads=8, head_dims=(16, 40, 64, 72, 128, 256, 512),
-                       attention_many_heads_pairs=256),
+                       attention_many_heads_pairs=256,
+                       attention_zero_scale_keys=strategies.attention.ZERO_SCALE_LONG_KEYS),
 }
 
 
@@ -537,6 +540,7 @@ def _strategy_args(target: Target, dtype: str, opts: CheckOptions, pairs: int | 
     return dict(dtypes=(dtype,), caps=caps, max_seq=prof.attention_max_seq, max_batch=prof.attention_max_batch,
                 max_heads=prof.attention_max_heads, head_dims=dims,
                 many_heads_pairs=pairs or prof.attention_many_heads_pairs, grid_pairs=grid, tiles_seq=tiles,
+                zero_scale_keys=prof.attention_zero_scale_keys,
                 wide_offsets=wide)
 
 
