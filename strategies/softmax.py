@@ -50,6 +50,7 @@ from strategies.features import (SOFTMAX_LAYOUTS, SOFTMAX_LEADING_LAYOUTS, SOFTM
                                  ordered)
 from strategies.layouts import BROADCAST_DIM, is_noncontiguous, materialize
 from strategies.lengths import (
+    _powers_of_two,
     GRID_AXIS_LIMIT,
     WIDE_OFFSET_ELEMENTS,
     draws_index_width,
@@ -690,9 +691,8 @@ def softmax_probes(**kwargs: Any) -> tuple[str, ...]:
 def floor_row_length(min_length: int, max_length: int) -> int:
     """The floor-row probe's length: the longest 2**k + 1 within [min_length, max_length] (a
     ragged tail of one for every power-of-two block), else max_length."""
-    k = max(0, (max_length - 1).bit_length() - 1)
-    n = (1 << k) + 1
-    return n if min_length <= n <= max_length else max_length
+    candidates = _powers_of_two(min_length, max_length, 1, 0)
+    return candidates[-1] if candidates else max_length
 
 
 def _softmax_config(dtypes, caps, max_length, max_rows, special_values, masks, elementwise, index_widths,
