@@ -193,6 +193,12 @@ def sweep_variants(n: int, dtype_name: str):
     if dtype_name != "fp32" and 16384 < n <= 131072 and n % 8:
         # the online launch's rows off 16-byte boundaries without the aligned-body path
         variants.append(("align_off", {}, {"align_rows": False}))
+    if 2048 < n <= 32768 and n & (n - 1):
+        # the single pass's rows held whole in next_pow2(n) lanes, not in pieces
+        variants.append(("pieces_off", {}, {"row_pieces": False}))
+        variants += [(f"pieces_w{w}", {}, {"pieces_warps": w, **off}) for w in (2, 4, 8, 16)]
+        if dtype_name == "fp32":
+            variants.append(("fast_pieces_off", {"precise": False}, {"row_pieces": False}))
     if dtype_name == "fp32":
         variants.append(("fast", {"precise": False}, {}))
         if 8192 <= n <= 16384:

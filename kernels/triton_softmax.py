@@ -3,7 +3,10 @@
 Four schedules compute the same function:
 
 * **single pass** -- a row (or a few short rows) fits in one block of registers:
-  one read, one write.
+  one read, one write.  Rows of 2049 or more that are not a power of two long, or start
+  off 16-byte boundaries, are held in two power-of-two pieces and a few edge elements
+  (``_softmax_row_pieces_kernel``): a row of 4097 computes 4096 + 16 lanes, not 8192,
+  and its loads are 16 bytes wide.
 * **pipelined rows** -- 16-bit rows of 16385..32768, where rows are many: a persistent grid,
   one program a SM, each holding a whole row in registers while Triton's pipeliner brings its
   next rows into shared memory (``_softmax_rows_pipelined_kernel``; PIPELINED_16BIT, not yet
@@ -26,7 +29,8 @@ Four schedules compute the same function:
   a row, each holding its chunk in registers; the programs of a group exchange their
   chunks' ``(m, l)`` through global memory, so every element is read once and written
   once (see ``_softmax_cooperative_kernel``).  By default it runs with one chunk per row
-  for precise float32 rows of 8193..16384 (``COOP_CHUNK``), and with chunks held by
+  for precise float32 rows of 16384 (``COOP_CHUNK``; rows of 8193..16383 take the pieces
+  kernel, see ``_wants_cooperative``), and with chunks held by
   several programs a SM for float32 rows of 16385..1M and 16-bit rows of 65537..1M
   (``COOP_LONG``, launched per path and row length).
 
@@ -306,13 +310,15 @@ SCHEDULES = ("rows", "pipelined", "online", "split", "cooperative")
 #: row it holds, see pipelined_launch; False: never); ``pipe_warps``, ``pipe_stages``,
 #: ``pipe_per_sm``: its launch's shape.  ``align_rows``: the online kernel's aligned-body
 #: path for 16-bit rows off 16-byte boundaries (None: on where it applies; False: off).
+#: ``row_pieces``: the single pass holds rows that are not a power of two long, or start off
+#: 16-byte boundaries, in pieces (``_softmax_row_pieces_kernel``; None: on; False: off).
 TUNING: dict = {"rows_warps": None, "stream_warps": None, "stream_block": None,
                 "online_programs_per_sm": None, "rows_block_r": None,
                 "cooperative": None, "coop_chunk": None, "coop_warps": None, "coop_groups": None,
                 "coop_programs_per_sm": None, "coop_lag": None, "coop_hold_x": None, "coop_early_poll": None,
                 "l2_hints": None, "lane_stats": None, "keep_p": None, "online_maxnreg": None, "sum_f64": None,
                 "pipelined": None, "pipe_warps": None, "pipe_stages": None, "pipe_per_sm": None,
-                "align_rows": None}
+                "align_rows": None, "row_pieces": None, "pieces_warps": None}
 
 
 def _tuned(key: str, default):
@@ -414,6 +420,102 @@ def _softmax_rows_kernel(
         tl.store(Y + rows64[:, None] * stride_yr + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)
     if WRITE_LSE:
         tl.store(LSE + rows, _lse(shift, l), mask=rows < n_rows)
+
+
+@triton.jit
+def _softmax_row_pieces_kernel(
+    X, Y, LSE, n_cols, stride_xr, stride_yr,
+    BLOCK_A: tl.constexpr, BLOCK_B: tl.constexpr, ALIGN: tl.constexpr,
+    PRECISE: tl.constexpr, WRITE_Y: tl.constexpr, WRITE_LSE: tl.constexpr,
+):
+    """One whole row a program, held in two power-of-two pieces and, with ``ALIGN`` > 1, a
+    few edge elements: for rows the single pass holds whose length is not a power of two or
+    whose start is off a 16-byte boundary.
+
+    Why.  The plain single pass holds a row of n in ``next_pow2(n)`` lanes: a row of 4097
+    computes 8192 lanes of exponentials (the precise float32 one is ~50 instructions a lane),
+    and its mask ``cols < n`` is constant over no group of lanes, so no load is vectorized.
+    An odd row stride (rows of 16383 elements) leaves Triton no alignment to prove for any
+    row, one 2-byte load an element.  Here the row's body starts at its first element on a
+    16-byte boundary (``ALIGN`` elements: the launch passes ``ALIGN`` > 1 only where X's and
+    Y's base pointers are 16-byte aligned and their row strides agree modulo ``ALIGN``, so
+    the same split aligns the output row) and is a multiple of ``ALIGN`` long; piece A holds
+    its first ``BLOCK_A`` (a power of two, at most n) and piece B the rest (``BLOCK_B``: the
+    next power of two of ``n - BLOCK_A``, 0 for none), both loaded with the alignment and a
+    mask bound that is a multiple of ``ALIGN`` stated; the < ``ALIGN`` elements before the
+    body and the < ``ALIGN`` after it come in one small masked load of ``2 ALIGN`` lanes.
+    With ``ALIGN`` = 1 the body is the whole row and piece A needs no mask.
+
+    Contract and error: those of ``_softmax_rows_kernel`` (the same exponential, division and
+    special values; -inf in masked lanes).  On the precise path the three pieces' sums are
+    summed in float64 (whatever ``PRECISE``'s sum), so l is the float64 sum of at most
+    2**15 float32 terms, rounded once.
+    """
+    row64 = tl.program_id(0).to(tl.int64)  # row * stride can pass 2**31
+    at = row64 * stride_xr
+    y_at = row64 * stride_yr
+    a = tl.arange(0, BLOCK_A)
+    if ALIGN > 1:
+        head = tl.minimum((ALIGN - at % ALIGN) % ALIGN, n_cols)
+        body = tl.multiple_of((n_cols - head) // ALIGN * ALIGN, ALIGN)
+        len_a = tl.multiple_of(tl.minimum(body, BLOCK_A), ALIGN)
+        x_body = X + tl.multiple_of(at + head, ALIGN)
+        y_body = Y + tl.multiple_of(y_at + head, ALIGN)
+        in_a = a < len_a
+        xa = tl.load(x_body + a, mask=in_a, other=float("-inf")).to(tl.float32)
+    else:
+        body = n_cols
+        len_a = BLOCK_A
+        x_body = X + at
+        y_body = Y + y_at
+        xa = tl.load(x_body + a).to(tl.float32)  # BLOCK_A <= n_cols: every lane is in the row
+    m = tl.max(xa, axis=0)
+    if BLOCK_B > 0:
+        b = tl.arange(0, BLOCK_B)
+        len_b = body - len_a
+        if ALIGN > 1:
+            len_b = tl.multiple_of(len_b, ALIGN)
+        in_b = b < len_b
+        xb = tl.load(x_body + BLOCK_A + b, mask=in_b, other=float("-inf")).to(tl.float32)
+        m = tl.maximum(m, tl.max(xb, axis=0))
+    if ALIGN > 1:
+        # lanes [0, ALIGN) the head, [ALIGN, 2 ALIGN) the tail
+        e = tl.arange(0, 2 * ALIGN)
+        edge = tl.where(e < ALIGN, e, head + body + e - ALIGN)
+        in_e = tl.where(e < ALIGN, e < head, edge < n_cols)
+        xe = tl.load(X + at + edge, mask=in_e, other=float("-inf")).to(tl.float32)
+        m = tl.maximum(m, tl.max(xe, axis=0))
+    shift = safe_max(m)
+    pa = _exp(xa, shift, PRECISE)
+    if PRECISE:
+        l64 = tl.sum(pa.to(tl.float64), axis=0)
+    else:
+        l = tl.sum(pa, axis=0)
+    if BLOCK_B > 0:
+        pb = _exp(xb, shift, PRECISE)
+        if PRECISE:
+            l64 += tl.sum(pb.to(tl.float64), axis=0)
+        else:
+            l += tl.sum(pb, axis=0)
+    if ALIGN > 1:
+        pe = _exp(xe, shift, PRECISE)
+        if PRECISE:
+            l64 += tl.sum(pe.to(tl.float64), axis=0)
+        else:
+            l += tl.sum(pe, axis=0)
+    if PRECISE:
+        l = l64.to(tl.float32)
+    if WRITE_Y:
+        out = Y.dtype.element_ty
+        if ALIGN > 1:
+            tl.store(y_body + a, _divide(pa, l, PRECISE).to(out), mask=in_a)
+            tl.store(Y + y_at + edge, _divide(pe, l, PRECISE).to(out), mask=in_e)
+        else:
+            tl.store(y_body + a, _divide(pa, l, PRECISE).to(out))
+        if BLOCK_B > 0:
+            tl.store(y_body + BLOCK_A + b, _divide(pb, l, PRECISE).to(out), mask=in_b)
+    if WRITE_LSE:
+        tl.store(LSE + row64, _lse(shift, l))
 
 
 @triton.jit
@@ -1022,6 +1124,50 @@ class _Plan(NamedTuple):
     maxnreg: int = 0  # registers a thread at most (0: the compiler's choice)
     sum64: bool = False  # precise float32: the exponentials summed in float64 (see SUM64_WARPS)
     stages: int = 1  # pipelined: tl.range num_stages
+    block_a: int = 0  # rows, one a program: the pieces kernel's BLOCK_A (0: not eligible)
+    block_b: int = 0  # and its BLOCK_B (0: the row is BLOCK_A long)
+
+
+#: Rows of the single pass at least this long (as a power of two; one row a program) that are
+#: not a power of two long, or start off 16-byte boundaries, are held in pieces
+#: (``_softmax_row_pieces_kernel``).
+PIECES_MIN_COLS = 2048
+
+
+def _row_pieces(n_cols: int) -> tuple[int, int]:
+    """(BLOCK_A, BLOCK_B) of ``_softmax_row_pieces_kernel`` for rows of ``n_cols``: the largest
+    power of two at most ``n_cols``, and the next power of two of the rest (at least 16; 0 for
+    none)."""
+    block_a = 1 << (n_cols.bit_length() - 1)
+    rest = n_cols - block_a
+    return block_a, (max(16, triton.next_power_of_2(rest)) if rest else 0)
+
+
+def _pieces_warps(block_a: int, block_b: int, precise: bool) -> int:
+    """num_warps of the pieces kernel (TUNING's ``pieces_warps`` overrides): 4, up to 128
+    elements a thread, but 8 for precise float32 rows of more than 12288 lanes.
+
+    Fewer, fuller threads won on an H100 (2026-12-05 ~22:05 UTC, ``bench/softmax.py --sweep
+    --variants pieces``, rows of 2**26 elements, % of copy at 2 / 4 / 8 / 16 warps): bf16
+    N = 6000 102 / 102 / 99 / 79, 12288 93 / 99 / 93 / 90, 16383 58 / 99 / 89 / 88; precise float32
+    6000 94 / 99 / 85 / 81, 12288 76 / 95 / 88 / 88, but 16383 21 / 78 / 94 / 92 (the accurate
+    exponential and the float64 sum need the registers).
+    """
+    if TUNING["pieces_warps"]:
+        return int(TUNING["pieces_warps"])
+    return 8 if precise and block_a + block_b > 12288 else 4
+
+
+def _row_alignment(x2: torch.Tensor, y2: torch.Tensor | None) -> int:
+    """ALIGN for the pieces kernel: the elements in 16 bytes where X's (and Y's) base pointer is
+    16-byte aligned, their columns are unit-strided and Y's row stride has X's remainder modulo
+    them (each output row then splits where its input row does); else 1."""
+    per16 = 16 // x2.element_size()
+    if x2.data_ptr() % 16 or x2.stride(1) != 1:
+        return 1
+    if y2 is not None and (y2.data_ptr() % 16 or y2.stride(1) != 1 or (y2.stride(0) - x2.stride(0)) % per16):
+        return 1
+    return per16
 
 
 def _single_block(dtype: torch.dtype) -> int:
@@ -1035,13 +1181,18 @@ def _wants_cooperative(n_cols: int, dtype: torch.dtype, precise: bool) -> bool:
     of 65537..COOP_LONG_MAX.  For precise rows of 8193..16384 the single-pass kernel needs ~118
     registers a thread at 16 warps, one program per SM, and nothing overlaps its load, its
     accurate exponentials and its store; the cooperative kernel with one chunk per row
-    prefetches the next row.  Longer rows are split into chunks held by several programs a SM
-    (see COOP_LONG).  Longer rows than COOP_LONG_MAX keep the split schedule.
+    prefetches the next row.  But precise rows of 8193..16383 that are not a power of two long
+    take the pieces kernel (``_softmax_row_pieces_kernel``): on an H100 (2026-12-05 ~22:10 UTC,
+    ``bench/softmax.py --sweep --variants pieces --dtypes fp32 --ns 9000,12288,16383,10001``,
+    % of copy) 87.4 / 95.2 / 94.5 / 88.8 against the one-chunk cooperative launch's
+    70.6 / 92.8 / 86.6 / 73.5 (0.93x-1.01x torch.softmax at 9000 and 10001).  Longer rows are
+    split into chunks held by several programs a SM (see COOP_LONG).  Longer rows than
+    COOP_LONG_MAX keep the split schedule.
     """
     if n_cols > COOP_LONG_MAX:
         return False
     if dtype == torch.float32 and precise and n_cols > MAX_SINGLE_BLOCK // 2:
-        return True
+        return n_cols > MAX_SINGLE_BLOCK or n_cols & (n_cols - 1) == 0 or _tuned("row_pieces", True) is False
     return long_row_launch(n_cols, dtype, precise) is not None
 
 
@@ -1110,6 +1261,11 @@ def _plan(n_rows: int, n_cols: int, dtype: torch.dtype, sms: int, interpreted: b
     if n_pow2 <= block and num_chunks is None:
         block_r, num_warps = _rows_config(n_pow2)
         block_r = TUNING["rows_block_r"] or block_r
+        if block_r == 1 and n_pow2 >= PIECES_MIN_COLS and _tuned("row_pieces", True):
+            block_a, block_b = _row_pieces(n_cols)
+            warps = _pieces_warps(block_a, block_b, precise)
+            return _Plan("rows", block=n_pow2, num_warps=warps, block_a=block_a, block_b=block_b,
+                         sum64=_sum64(precise, True))
         num_warps = TUNING["rows_warps"] or num_warps
         if interpreted:
             block_r = 1
@@ -1182,7 +1338,8 @@ def schedule_for(n_rows: int, n_cols: int, dtype: torch.dtype, device: torch.dev
 
     ``"rows"`` single pass, ``"online"`` one program per row, ``"split"`` split rows in two
     kernels, ``"cooperative"`` cooperative split rows (on a GPU by default for float32 rows of
-    8193..1M on the precise path and 16385..1M on the fast one, and 16-bit rows of 65537..1M,
+    16384..1M on the precise path (of 8193..16383 only under ``TUNING["row_pieces"] = False``)
+    and 16385..1M on the fast one, and 16-bit rows of 65537..1M,
     where the rows fill the resident programs, see ``_wants_cooperative``, except 16-bit rows
     of up to 131072 that are many enough for ONLINE_16BIT's online launch; never under the
     interpreter unless ``TUNING["cooperative"]`` is True).  The launch may still take split
@@ -1229,6 +1386,16 @@ def _launch(x2: torch.Tensor, y2: torch.Tensor | None, lse: torch.Tensor | None,
     use_hints = _tuned("l2_hints", not precise or keep_p)
     hints = dict(KEEP="evict_last", DROP="evict_first") if use_hints else dict(KEEP="", DROP="")
 
+    if plan.name == "rows" and plan.block_a:
+        align = _row_alignment(x2, y2)
+        # Triton proves a row's alignment only from a stride divisible by 16 (elements)
+        unproven = x2.stride(0) % 16 or stride_y % 16
+        if plan.block_b or (align > 1 and unproven):
+            _softmax_row_pieces_kernel[(n_rows,)](
+                x2, y_arg, lse_arg, n_cols, x2.stride(0), stride_y,
+                BLOCK_A=plan.block_a, BLOCK_B=plan.block_b, ALIGN=align, **flags,
+            )
+            return
     if plan.name == "rows":
         grid = (triton.cdiv(n_rows, plan.block_r),)
         _softmax_rows_kernel[grid](
@@ -1436,7 +1603,7 @@ def softmax(x: torch.Tensor, *, return_lse: bool = False, block_size: int | None
     of entries; three roundings allow up to ~2.5 ulp, ~3.5 ulp was the worst seen over 4M
     entries).  Rows split over several programs (the split schedule) also round the
     rescale factor, a little more often past 2 ulp.  The online schedule (rows streamed
-    by one program) and the cooperative one (float32 rows of 8193..16384 on a GPU by
+    by one program) and the cooperative one (float32 rows of 16384 on a GPU by
     default, see :func:`schedule_for`) carry their block weights and ``1 / l`` in float64:
     the single-pass accuracy or better (at most 2 ulp in the tests).
     16-bit outputs are the float32 result rounded once.

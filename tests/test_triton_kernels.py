@@ -682,7 +682,9 @@ GPU_SMS = 132  # an H200
 SCHEDULE_CASES = [
     (65536, 1024, F32, {}, "rows"),
     (8192, 8192, F32, {}, "rows"),
-    (4096, 9000, F32, {}, "cooperative"),  # precise float32 rows of 8193..16384: one chunk a row
+    (4096, 16384, F32, {}, "cooperative"),  # precise float32 rows of 8193..16384: one chunk a row,
+    (4096, 9000, F32, {}, "rows"),  # but for those that are not a power of two long: in pieces
+    (4096, 16383, F32, {}, "rows"),
     (4096, 16384, F32, {}, "cooperative"),
     (4096, 16384, F32, {"precise": False}, "rows"),  # the fast single pass is bandwidth-bound
     (1024, 65536, F32, {"precise": False}, "cooperative"),  # launched per path and length: COOP_LONG
@@ -993,6 +995,101 @@ def test_aligned_rows_only_where_both_rows_split_alike():
     assert triton_softmax._align_elements(x, torch.empty(4 * 301 + 1, dtype=torch.float16)[1:].view(4, 301)) == 0
 
 
+def pieces_calls(monkeypatch) -> list:
+    """The constexprs of every launch of the pieces kernel from now on."""
+    calls = []
+    kernel = triton_softmax._softmax_row_pieces_kernel
+
+    class Recording:
+        def __getitem__(self, grid):
+            launch = kernel[grid]
+
+            def run(*args, **kwargs):
+                calls.append({k: v for k, v in kwargs.items() if k.isupper()})
+                return launch(*args, **kwargs)
+            return run
+    monkeypatch.setattr(triton_softmax, "_softmax_row_pieces_kernel", Recording())
+    return calls
+
+
+@pytest.mark.parametrize("dtype", [torch.float32] + HALF_DTYPES)
+@pytest.mark.parametrize("n", [2049, 3001, 4095])
+def test_softmax_row_pieces(n, dtype, tuning, monkeypatch):
+    # Single-pass rows whose length is not a power of two are held in a power-of-two piece,
+    # a second piece for the rest and, rows off 16-byte boundaries, a few edge elements
+    # (_softmax_row_pieces_kernel): the special rows' contract, and the plain single pass's
+    # results within a rounding (the float64 sum of three pieces is the whole row's).
+    calls = pieces_calls(monkeypatch)
+    x = special_rows(n, dtype)
+    y, lse = softmax(x, return_lse=True)
+    align = 16 // x.element_size()
+    assert calls == [dict(BLOCK_A=2048, BLOCK_B=max(16, 1 << (n - 2049).bit_length()), ALIGN=align,
+                          PRECISE=triton_softmax.SUM_F64.value if dtype == torch.float32 else False,
+                          WRITE_Y=True, WRITE_LSE=True)]
+    check_special_rows(x, y, lse)
+    tuning["row_pieces"] = False
+    plain, plain_lse = softmax(x, return_lse=True)
+    assert len(calls) == 1
+    info = torch.finfo(dtype)
+    assert torch.allclose(y.double(), plain.double(), rtol=2 * info.eps, atol=2 * info.smallest_normal * info.eps,
+                          equal_nan=True)
+    torch.testing.assert_close(lse, plain_lse, rtol=4e-7, atol=0, equal_nan=True)
+    tuning["row_pieces"] = None
+    torch.testing.assert_close(softmax_lse(x), lse, rtol=4e-7, atol=0, equal_nan=True)
+    assert calls[-1]["WRITE_Y"] is False and calls[-1]["ALIGN"] == align
+    # base one element off 16 bytes: no alignment to state, the plain body
+    shifted = torch.empty(9 * n + 1, dtype=dtype)[1:].view(9, n)
+    shifted.copy_(x)
+    y1, lse1 = softmax(shifted, return_lse=True)
+    assert calls[-1]["ALIGN"] == 1
+    check_special_rows(shifted, y1, lse1)
+    # a row stride the output does not share (n + 5 against n): the plain body too
+    padded = randn(5, n + 5, dtype=dtype, scale=3.0)[:, :n]
+    assert_softmax_close(softmax(padded), padded)
+    assert calls[-1]["ALIGN"] == 1
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_softmax_row_pieces_power_of_two_rows_off_boundaries(dtype, tuning, monkeypatch):
+    # A power-of-two row read from odd offsets (every output row split like its input: the
+    # row stride 2048 + 1 both sides): piece A only, the edges around it.
+    calls = pieces_calls(monkeypatch)
+    x = special_rows(2049, dtype)[:, :2048]
+    y = torch.empty_like(special_rows(2049, dtype))[:, :2048]
+    assert triton_softmax._row_alignment(x, y) == 16 // x.element_size()
+    # softmax's own output is contiguous, split unlike the input: the plain single pass
+    out, lse = softmax(x, return_lse=True)
+    assert_softmax_close(out, x)
+    torch.testing.assert_close(softmax(x.contiguous()), out, rtol=0, atol=0, equal_nan=True)
+    assert calls == []  # nor do aligned power-of-two rows take the pieces
+    lse_only = softmax_lse(x)  # no output: the edges from the input's split alone
+    assert calls[-1]["ALIGN"] == 16 // x.element_size() and calls[-1]["BLOCK_B"] == 0
+    torch.testing.assert_close(lse_only, lse, rtol=4e-7, atol=0, equal_nan=True)
+    # the kernel itself on rows whose input and output both start off 16 bytes
+    triton_softmax._softmax_row_pieces_kernel[(x.shape[0],)](
+        x, y, lse, 2048, x.stride(0), y.stride(0), BLOCK_A=2048, BLOCK_B=0, ALIGN=16 // x.element_size(),
+        PRECISE=dtype == torch.float32, WRITE_Y=True, WRITE_LSE=True)
+    torch.testing.assert_close(y, out, rtol=2 * torch.finfo(dtype).eps, atol=0, equal_nan=True)
+
+
+def test_row_pieces_plan():
+    plan = triton_softmax._plan
+    assert plan(64, 4097, F32, GPU_SMS, False, 50 << 20, None, None, True)[:1] == ("rows",)
+    assert triton_softmax._row_pieces(4097) == (4096, 16)
+    assert triton_softmax._row_pieces(6000) == (4096, 2048)
+    assert triton_softmax._row_pieces(16383) == (8192, 8192)
+    assert triton_softmax._row_pieces(4096) == (4096, 0)
+    assert triton_softmax._pieces_warps(4096, 16, True) == 4 and triton_softmax._pieces_warps(8192, 8192, False) == 4
+    assert triton_softmax._pieces_warps(8192, 8192, True) == 8
+    p = plan(64, 4097, F32, GPU_SMS, False, 50 << 20, None, None, True)
+    assert (p.block_a, p.block_b, p.num_warps) == (4096, 16, 4)
+    assert plan(64, 1000, F32, GPU_SMS, False, 50 << 20, None, None, True).block_a == 0  # several rows a program
+    assert plan(64, 20000, BF16, GPU_SMS, False, 50 << 20, None, None, True).block_b == 4096
+    assert triton_softmax._row_alignment(randn(4, 301, dtype=BF16), None) == 8
+    assert triton_softmax._row_alignment(randn(4, 301), torch.empty(4, 302)[:, :301]) == 1  # strides 301, 302
+    assert triton_softmax._row_alignment(randn(4, 301), torch.empty(4, 305)[:, :301]) == 4  # 305 = 301 + 4
+
+
 @pytest.mark.parametrize("dtype", [torch.float32] + HALF_DTYPES)
 @pytest.mark.parametrize("n", [300, 64])
 def test_softmax_pipelined_forced(n, dtype, tuning):
@@ -1105,6 +1202,32 @@ def test_gpu_pipelined_rows(n, dtype, tuning, monkeypatch):
     other = softmax(x)
     assert torch.allclose(y.double(), other.double(), rtol=8 * info.eps, atol=2 * info.smallest_normal * info.eps,
                           equal_nan=True)
+
+
+@gpu
+@pytest.mark.parametrize("n, dtype", [(n, d) for d in (F32, F16, BF16) for n in (2049, 4097, 6000, 8191, 10001, 16383)]
+                         + [(30001, F16), (30001, BF16)], ids=str)
+def test_gpu_row_pieces(n, dtype, tuning, monkeypatch):
+    # The single pass's rows in pieces at real lengths: the special rows, the precise and fast
+    # float32 paths, and the plain single pass's results within a rounding.
+    calls = pieces_calls(monkeypatch)
+    x = torch.cat([special_rows(n, dtype), randn(20, n, dtype=dtype, scale=3.0)])
+    assert schedule_for(x.shape[0], n, dtype, x.device) == "rows"
+    info = torch.finfo(dtype)
+    for precise in ((True, False) if dtype == torch.float32 else (True,)):
+        y, lse = softmax(x, return_lse=True, precise=precise)
+        assert calls[-1]["ALIGN"] == 16 // x.element_size()
+        if precise:  # the fast path: a few ulp, growing with |x - m| (softmax's docstring)
+            check_special_rows(x[:9], y[:9], lse[:9])
+            assert_softmax_close(y, x)
+        tuning["row_pieces"] = False
+        plain = softmax(x, precise=precise)
+        tuning["row_pieces"] = None
+        # the fast path's l: tree sums in another order, a few roundings apart; precise float32
+        # rows past 8192 compare with the cooperative launch (its float64 factor, split in two)
+        rtol = (2 if precise and n <= 8192 else 6) * info.eps
+        assert torch.allclose(y.double(), plain.double(), rtol=rtol, atol=2 * info.smallest_normal * info.eps,
+                              equal_nan=True)
 
 
 @gpu
