@@ -28,6 +28,8 @@ rows:grid              softmax input of more than 65535 rows in all: past a CUDA
                        (the grid-rows probe)
 offsets:wide           an input of more than 2**31 elements: offsets past a signed 32-bit int
                        (the wide-offsets probes)
+offsets:float-exact    a softmax input of more than 2**24 elements: offsets past the integers
+                       float32 holds exactly (the wide-offsets probe; on the CPU only this far)
 len:long               softmax row longer than 1024: several blocks of a long-row tiling
 values:explicit        small input drawn element by element (spec holds the values)
 rows:mixed-ranges      rows of one matrix drawn from different value recipes
@@ -162,7 +164,8 @@ ATTENTION_BROADCAST_LAYOUTS = ("batch-broadcast", "head-broadcast")
 SOFTMAX_FEATURES: tuple[str, ...] = (
     _DTYPE
     + _LENGTH
-    + ("shape:1d", "shape:3d", "shape:4d", "rows:many", "rows:grid", "offsets:wide", "len:long", "values:explicit",
+    + ("shape:1d", "shape:3d", "shape:4d", "rows:many", "rows:grid", "offsets:wide", "offsets:float-exact", "len:long",
+       "values:explicit",
        "rows:mixed-ranges", "rows:shifted", "values:narrow")
     + tuple(f"mag:{k}" for k in SOFTMAX_VALUE_KINDS)
     + ("mag:tiny-scale", "mag:huge-scale")

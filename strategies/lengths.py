@@ -306,15 +306,25 @@ def long_length_range(min_value: int, max_value: int | None, beyond: int) -> tup
 #: another allocation's memory.  The wide-offsets probes (``softmax_cases``,
 #: ``attention_cases``) cross it by at least one repetition of their drawn block.
 WIDE_OFFSET_ELEMENTS = 2**31
+#: Past this many elements float32 no longer holds every element offset (2**24 + 1 is the first
+#: integer it cannot): an offset formed in float32 (positions made as a float tensor, a flat
+#: index scaled or reduced in float) rounds an odd offset to an even neighbour, and the element
+#: read or written is the one beside it.  The wide-offsets probe crosses it on the CPU, where
+#: 2**31 elements (8 GiB a float32 tensor) are out of reach; on CUDA devices it crosses 2**31,
+#: and so this too.
+FLOAT_OFFSET_ELEMENTS = 2**24
 
 
-def wide_repetitions(block_elements: int) -> int:
+def wide_repetitions(block_elements: int, past: int | None = None) -> int:
     """How many times a block of ``block_elements`` is repeated so that the whole passes
-    ``WIDE_OFFSET_ELEMENTS`` by at least one whole block (every element of the last
-    repetition lies past it) and by less than two."""
+    ``past`` elements (None: ``WIDE_OFFSET_ELEMENTS``; or ``FLOAT_OFFSET_ELEMENTS``) by at least
+    one whole block (every element of the last repetition lies past it) and by less than two."""
+    past = WIDE_OFFSET_ELEMENTS if past is None else past
     if block_elements < 1:
         raise ValueError("block_elements must be >= 1")
-    return WIDE_OFFSET_ELEMENTS // block_elements + 2
+    if past < 1:
+        raise ValueError("past must be >= 1")
+    return past // block_elements + 2
 
 
 def off_powers_of_two(count: int, entries_each: int) -> int:

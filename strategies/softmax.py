@@ -52,6 +52,7 @@ from strategies.layouts import BROADCAST_DIM, is_noncontiguous, materialize
 from strategies.lengths import (
     _powers_of_two,
     GRID_AXIS_LIMIT,
+    FLOAT_OFFSET_ELEMENTS,
     WIDE_OFFSET_ELEMENTS,
     draws_index_width,
     grid_counts,
@@ -448,6 +449,8 @@ def softmax_features(spec: SoftmaxSpec) -> tuple[str, ...]:
         found.append("rows:many")
     if total_rows > GRID_AXIS_LIMIT:
         found.append("rows:grid")
+    if total_rows * spec.length > FLOAT_OFFSET_ELEMENTS:
+        found.append("offsets:float-exact")
     if total_rows * spec.length > WIDE_OFFSET_ELEMENTS:
         found.append("offsets:wide")
     if spec.length > LONG_FEATURE_LENGTH:
@@ -549,6 +552,7 @@ class _SoftmaxConfig:
     zero_strides: bool = True  # the lead-broadcast layout (caps.zero_strides)
     vector: bool = True  # one row may come as a 1-D input (caps.vector_input)
     wide_range: tuple[int, int] | None = None  # block lengths of the wide-offsets probe
+    wide_elements: int = WIDE_OFFSET_ELEMENTS  # and the elements its repetitions pass
     mixed_range: tuple[int, int] | None = None  # lengths of the mixed-row probe
 
     def unavailable_probes(self) -> dict[str, str]:
@@ -573,8 +577,8 @@ class _SoftmaxConfig:
             out["grid-rows"] = (f"grid_rows below {GRID_AXIS_LIMIT + 1} (the search sizes it by the target's "
                                 "speed), or elementwise=True")
         if self.wide_range is None:
-            out["wide-offsets"] = (f"wide_offsets=False (the search turns it on for CUDA devices), or "
-                                   f"caps.max_length below {WIDE_MIN_LENGTH}")
+            out["wide-offsets"] = (f"wide_offsets=False (the search turns it on where the device and the "
+                                   f"target's speed allow), or caps.max_length below {WIDE_MIN_LENGTH}")
         if self.min_length > 1:
             out["one-entry"] = "caps.min_length above 1"
         if not any(f.name in NARROWER for f in self.formats):
@@ -609,6 +613,7 @@ def softmax_cases(
     probe_entries: int = 0,
     grid_rows: int = 0,
     wide_offsets: bool = False,
+    wide_elements: int | None = None,
 ) -> SearchStrategy[SoftmaxCase]:
     """Softmax inputs within the target's capabilities, rich in adversarial features.
 
@@ -673,11 +678,16 @@ def softmax_cases(
       entries, repeated along the rows (``spec.tile``) past ``lengths.WIDE_OFFSET_ELEMENTS``:
       4 to 16 GiB of input, so only for a device that holds it (False, the default: never).
       Every repetition must come out as the first does; ``verify.engine`` checks them all.
+    * ``wide_elements``: the elements the wide-offsets probe's repetitions pass:
+      ``lengths.WIDE_OFFSET_ELEMENTS`` (2**31, int32 offsets; None, the default) or, where 8 GiB
+      tensors are out of reach (the CPU), ``lengths.FLOAT_OFFSET_ELEMENTS`` (2**24, offsets
+      formed in float32): 64 MiB to 128 MiB of float32 input.
     * The simplest case of each probe is its strongest: a many-rows case has the most rows
       and entries, a grid-rows case the most rows and the longest ones.
     """
     config = _softmax_config(dtypes, caps, max_length, max_rows, special_values, masks, elementwise, index_widths,
-                             long_rows, many_rows, four_d, probe, probe_entries, grid_rows, wide_offsets)
+                             long_rows, many_rows, four_d, probe, probe_entries, grid_rows, wide_offsets,
+                             wide_elements)
     check_probe(probe, config.unavailable_probes(), SOFTMAX_PROBES)
     return _softmax_cases(config)
 
@@ -697,7 +707,7 @@ def floor_row_length(min_length: int, max_length: int) -> int:
 
 def _softmax_config(dtypes, caps, max_length, max_rows, special_values, masks, elementwise, index_widths,
                     long_rows, many_rows, four_d, probe, probe_entries=0, grid_rows=0,
-                    wide_offsets=False) -> _SoftmaxConfig:
+                    wide_offsets=False, wide_elements=None) -> _SoftmaxConfig:
     """softmax_cases' arguments checked and resolved (see there)."""
     caps = check_caps(caps)
     formats = resolve_dtypes(dtypes, caps)
@@ -735,11 +745,16 @@ def _softmax_config(dtypes, caps, max_length, max_rows, special_values, masks, e
         probe_entries=probe_entries,
         grid_rows=grid_rows,
         wide_offsets=wide_offsets,
+        wide_elements=wide_elements,
     )
     check_optional_bool(index_widths, "index_widths")
     for value, name in ((probe_entries, "probe_entries"), (grid_rows, "grid_rows")):
         check_argument(isinstance(value, int) and not isinstance(value, bool) and value >= 0,
                        f"{name} must be a non-negative int, got {value!r}")
+    wide_elements = WIDE_OFFSET_ELEMENTS if wide_elements is None else wide_elements
+    check_argument(wide_elements in (FLOAT_OFFSET_ELEMENTS, WIDE_OFFSET_ELEMENTS),
+                   f"wide_elements must be lengths.FLOAT_OFFSET_ELEMENTS ({FLOAT_OFFSET_ELEMENTS}) or "
+                   f"lengths.WIDE_OFFSET_ELEMENTS ({WIDE_OFFSET_ELEMENTS}), got {wide_elements!r}")
     for value, name in ((long_rows, "long_rows"), (many_rows, "many_rows"), (four_d, "four_d"),
                         (wide_offsets, "wide_offsets")):
         check_bool(value, name)
@@ -775,7 +790,8 @@ def _softmax_config(dtypes, caps, max_length, max_rows, special_values, masks, e
     config = _SoftmaxConfig(call, formats, lo, hi, max_rows, specials_on, masks_on, caps.noncontiguous, elementwise,
                             wide, four_d and probes, long_range, long_kinds, many, many_length,
                             many_entries, grid, probe, zero_strides=caps.zero_strides,
-                            vector=caps.vector_input, wide_range=wide_range, mixed_range=mixed_range)
+                            vector=caps.vector_input, wide_range=wide_range, wide_elements=wide_elements,
+                            mixed_range=mixed_range)
     return config
 
 
@@ -851,11 +867,11 @@ def _softmax_cases(draw: st.DrawFn, c: _SoftmaxConfig) -> SoftmaxCase:
             length, heads = largest_first(draw, min(top, max(c.min_length, 2)), top), 0
             rows = -(-total // max(batch, 1))
         elif forced == "wide-offsets":
-            # Any length of the range (the offsets pass 2**31 whatever it is; a kernel's short-
-            # and long-row paths both form them), a few rows, repeated past WIDE_OFFSET_ELEMENTS.
+            # Any length of the range (the offsets pass the edge whatever it is; a kernel's short-
+            # and long-row paths both form them), a few rows, repeated past c.wide_elements.
             length, rows = draw(lengths(*c.wide_range)), draw(st.integers(1, WIDE_BLOCK_ROWS))
             rows = off_powers_of_two(rows, length)  # no block of 2**k entries
-            batch, heads, tile = 0, 0, wide_repetitions(rows * length)
+            batch, heads, tile = 0, 0, wide_repetitions(rows * length, c.wide_elements)
         elif forced == "mixed-row":
             # One or two well-mixed rows (below), the longest one time in two and in the simplest
             # case (the bias check's margin grows with the length); with a batch, as (1, rows, N).

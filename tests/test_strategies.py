@@ -108,6 +108,7 @@ def _seen(op: str) -> frozenset[str]:
 #: Features drawn only by a probe that the search forces, sized by the target's speed.
 _FORCED_ONLY = {"rows:grid": dict(probe="grid-rows", grid_rows=65536),
                 "offsets:wide": dict(probe="wide-offsets", wide_offsets=True),
+                "offsets:float-exact": dict(probe="wide-offsets", wide_offsets=True, wide_elements=2**24),
                 "attn:grid-heads": dict(probe="grid-heads", grid_pairs=65536),
                 "attn:many-tiles": dict(probe="many-tiles", tiles_seq=260),
                 "values:narrow": dict(probe="narrow-values")}

@@ -135,14 +135,48 @@ def test_running_out_of_memory_is_not_a_violation() -> None:
         engine.check_softmax_input(_target(short), _block(), tile=3)
 
 
-def test_the_probe_is_for_cuda_devices_and_not_float64() -> None:
+def test_the_probe_passes_2_31_on_cuda_2_24_elsewhere_and_never_in_float64() -> None:
     assert search.wide_offsets_allowed("float16", "cuda") == ""
-    assert search.wide_offsets_allowed("bfloat16", "cuda") == ""
-    assert "CUDA" in search.wide_offsets_allowed("float16", "cpu")
+    assert search.wide_offsets_allowed("bfloat16", "cuda", "attention") == ""
+    assert search.wide_offsets_allowed("float16", "cpu") == ""  # softmax: past 2**24
+    assert "CUDA" in search.wide_offsets_allowed("float16", "cpu", "attention")
     assert "float64" in search.wide_offsets_allowed("float64", "cuda:0")
+    assert "float64" in search.wide_offsets_allowed("float64", "cpu")
+    assert search.wide_offset_elements("cuda:0") == LENGTHS.WIDE_OFFSET_ELEMENTS == 2**31
+    assert search.wide_offset_elements("cpu") == LENGTHS.FLOAT_OFFSET_ELEMENTS == 2**24
+
+
+def test_off_cuda_the_probe_runs_where_the_target_is_fast_enough() -> None:
+    # The simplest case: blocks of 3 rows of 16 (48 entries, no power of two) repeated past
+    # 2**24 elements, 16 + ROW_COST units a row; at 1 us a unit that is ~50 s.
+    rows = 3 * LENGTHS.wide_repetitions(48, 2**24)
+    assert search.wide_case_seconds((10**6, 1.0), 1, 2**24) == pytest.approx(rows * (16 + SOFTMAX.ROW_COST) / 1e6)
+    assert search.wide_case_seconds((10**6, 1.0), 17, 2**24) == pytest.approx(
+        LENGTHS.wide_repetitions(17, 2**24) * (17 + SOFTMAX.ROW_COST) / 1e6)  # one row of 17: no power of two
+    assert search.wide_case_seconds(None, 1, 2**24) is None
+    # A PyTorch callable on the CPU runs it (a few tenths of a second); too slow a target does not.
     cell = search.check_cell(_target(_right, "torch-right"), "float32",
                              search.CheckOptions(max_examples=40, seed=1, compare_naive=False))
-    assert cell.wide_probe.startswith("wide-offsets not tried: CUDA devices only"), cell.wide_probe
+    assert cell.wide_probe.startswith("wide-offsets: 2 case(s)"), cell.wide_probe
+    assert cell.features["offsets:float-exact"] >= 1 and not cell.features.get("offsets:wide")
+
+
+def _float_positions(x: torch.Tensor) -> torch.Tensor:
+    """Right but for the positions, made in float32 (torch.arange): exact up to 2**24, past it an
+    odd position rounds to an even neighbour and the entry read is the one beside it."""
+    flat = x.reshape(-1)
+    where = torch.arange(flat.numel(), dtype=torch.float32).to(torch.int64).clamp(max=flat.numel() - 1)
+    return _right(flat[where].reshape(x.shape))
+
+
+def test_on_the_cpu_the_probe_finds_positions_made_in_float32(tmp_path) -> None:
+    opts = search.CheckOptions(max_examples=40, seed=1, compare_naive=False, artifact_dir=str(tmp_path),
+                               shrink=False)
+    cell = search.check_cell(_target(_float_positions, "float-positions"), "float32", opts)
+    assert cell.status == "violated", cell.wide_probe
+    assert "repetition" in cell.violation.message and "repeated x" in cell.counterexample
+    art = artifacts.load(cell.artifact)
+    assert art.inputs["x"].numel() * art.inputs["tile"] > 2**24
 
 
 WIDTH = 2**25  # the patched wrap: 128 MiB of float32, past every ordinary case of the CPU profile
@@ -165,7 +199,8 @@ def _narrow(monkeypatch, strategy_module, width: int, **limits: int) -> None:
         monkeypatch.setattr(module, "WIDE_OFFSET_ELEMENTS", width)
     for name, value in limits.items():
         monkeypatch.setattr(strategy_module, name, value)
-    monkeypatch.setattr(search, "wide_offsets_allowed", lambda dtype, device: "")
+    monkeypatch.setattr(search, "wide_offsets_allowed", lambda dtype, device, op="softmax": "")
+    monkeypatch.setattr(search, "wide_offset_elements", lambda device: width)
 
 
 @pytest.fixture

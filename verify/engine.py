@@ -674,7 +674,8 @@ def _in_repetition(bad: Violation, index: tuple[int, ...] | None, j: int, tile: 
     """``bad``, found in repetition ``j`` of a wide case's ``tile`` (``span``: its rows or heads,
     whose output begins at element offset ``first``), indexed in the whole output and told so."""
     where = (f"repetition {j} of {tile} ({span}, output offsets from {first}"
-             f"{', past 2**31' if first >= 2**31 else ''}) differs from the first, which passed; the indices "
+             f"{', past 2**31' if first >= 2**31 else ', past 2**24' if first >= 2**24 else ''}) differs from the "
+             "first, which passed; the indices "
              "before are the block's")
     return replace(bad, index=index, message=f"{bad.message}; {where} ({described})")
 

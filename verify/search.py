@@ -33,7 +33,8 @@ import strategies
 from kernels.registry import Target
 from verify import artifacts, engine
 from verify.contracts import Violation
-from strategies.lengths import GRID_AXIS_LIMIT
+from strategies.lengths import (FLOAT_OFFSET_ELEMENTS, GRID_AXIS_LIMIT, WIDE_OFFSET_ELEMENTS, off_powers_of_two,
+                                wide_repetitions)
 from strategies.softmax import ROW_COST
 from verify.dtypes import get_format
 from verify.metrics import Summary, summarize
@@ -508,16 +509,39 @@ def many_heads_pairs(floor: int, seconds: float, pairs_seen: int, budget_s: floa
     return max(floor, min(strategies.attention.MANY_HEADS_MAX_PAIRS, affordable))
 
 
-def wide_offsets_allowed(dtype: str, device: str) -> str:
-    """Why the wide-offsets probe (2**31 elements and more, lengths.WIDE_OFFSET_ELEMENTS) is not
-    for this cell, or "" where it is: a CUDA device only (4 to 8 GiB a tensor, and the checks
-    that make it cheap run there: the oracle for one block, bit comparisons for the rest), and
-    not for float64 (16 GiB a tensor; those targets are the references)."""
-    if not device.startswith("cuda"):
+def wide_offsets_allowed(dtype: str, device: str, op: str = "softmax") -> str:
+    """Why the wide-offsets probe is not for this cell, or "" where it is.  On a CUDA device it
+    passes 2**31 elements (lengths.WIDE_OFFSET_ELEMENTS: 4 to 8 GiB a tensor; the checks that
+    make it cheap run there: the oracle for one block, bit comparisons for the rest); elsewhere
+    softmax cells take it past 2**24 (lengths.FLOAT_OFFSET_ELEMENTS: 64 to 128 MiB of float32),
+    where the target's speed allows (wide_case_seconds), and attention cells not at all.  Never
+    for float64 (16 GiB a tensor on CUDA; on the CPU the oracle's exact path takes every row of
+    the block; those targets are the references)."""
+    if not device.startswith("cuda") and op != "softmax":
         return "CUDA devices only (a case holds 4 to 8 GiB a tensor)"
     if get_format(dtype).name == "float64":
-        return "not for float64 (16 GiB a tensor)"
+        return "not for float64 (16 GiB a tensor)" if device.startswith("cuda") else "not for float64"
     return ""
+
+
+def wide_offset_elements(device: str) -> int:
+    """The elements the wide-offsets probe's repetitions pass on ``device``: 2**31 on a CUDA device
+    (int32 offsets), 2**24 elsewhere (offsets formed in float32; see wide_offsets_allowed)."""
+    return WIDE_OFFSET_ELEMENTS if device.startswith("cuda") else FLOAT_OFFSET_ELEMENTS
+
+
+def wide_case_seconds(widest: tuple[int, float] | None, min_length: int, past: int) -> float | None:
+    """The seconds a target call on the softmax wide-offsets probe's largest-work case (its
+    simplest: blocks of the shortest rows, the most of them, repeated past ``past`` elements)
+    would take at the speed of ``widest``: the ``probe_work`` of the largest case checked so far
+    and the seconds its target call took (its first call: a compile included, so the estimate
+    errs long).  None without one."""
+    if widest is None or widest[0] <= 0 or widest[1] <= 0.0:
+        return None
+    length = max(min_length, strategies.softmax.WIDE_MIN_LENGTH)
+    rows = off_powers_of_two(1, length)
+    total_rows = rows * wide_repetitions(rows * length, past)
+    return widest[1] * total_rows * (length + ROW_COST) / widest[0]
 
 
 def _strategy_args(target: Target, dtype: str, opts: CheckOptions, pairs: int | None = None, entries: int = 0,
@@ -530,7 +554,8 @@ def _strategy_args(target: Target, dtype: str, opts: CheckOptions, pairs: int | 
     caps = target.caps
     if target.op == "softmax":
         return dict(dtypes=(dtype,), caps=caps, max_length=prof.softmax_max_length, max_rows=prof.softmax_max_rows,
-                    probe_entries=entries, grid_rows=grid, wide_offsets=wide)
+                    probe_entries=entries, grid_rows=grid, wide_offsets=wide,
+                    wide_elements=wide_offset_elements(opts.device))
     dims = None
     if prof.head_dims:
         dims = tuple(d for d in prof.head_dims if caps.head_dim_min <= d <= caps.head_dim_max
@@ -699,7 +724,7 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
                              "work_seen": 0, "wall_seen": 0.0, "entries": 0, "grid": 0, "tiles": 0, "last_cost": None,
                              "probe_costs": {}, "tiles_pilots": {},
                              "last_case": None, "last_target_s": 0.0, "last_one_call_s": 0.0,
-                             "fastest_one_call_s": math.inf, "any_size": False}
+                             "fastest_one_call_s": math.inf, "any_size": False, "widest": None}
     any_size_opts = replace(opts, call_checks_at_any_size=True)  # a probe's cases, one in SECOND_CALL_ODDS
     start = time.perf_counter()
     # The first example's time, up to max(budget, WARMUP_CAP_S), left out of the budget and of
@@ -803,6 +828,8 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
             state["last_one_call_s"] = max(wall - out.second_call_seconds, 1e-6)
             state["fastest_one_call_s"] = min(state["fastest_one_call_s"], state["last_one_call_s"])
             state["last_case"], state["last_target_s"] = case, out.seconds
+            if state["widest"] is None or work > state["widest"][0]:
+                state["widest"] = (work, out.seconds)  # the CPU wide-offsets probe's speed (wide_case_seconds)
         ratio = out.evaluation.max_ratio
         hyp_target(min(ratio, 1e12), label="error/tolerance")
         if out.evaluation.violations:
@@ -904,7 +931,18 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
 
     def wide_offsets() -> str:
         """The wide-offsets probe, where wide_offsets_allowed: what it tried, or why not."""
-        why = wide_offsets_allowed(fmt.name, opts.device)
+        why = wide_offsets_allowed(fmt.name, opts.device, target.op)
+        if not why and not opts.device.startswith("cuda") and target.op == "softmax":
+            # Off CUDA a kernel under the Triton interpreter (~18 ms a program) would take hours:
+            # the probe runs where the largest case so far says its case takes GRID_SECONDS (or
+            # GRID_SHARE of the budget) at most.
+            allowed = GRID_SECONDS if opts.budget_s is None else min(GRID_SECONDS, GRID_SHARE * opts.budget_s)
+            past = wide_offset_elements(opts.device)
+            seconds = wide_case_seconds(state["widest"], target.caps.min_length, past)
+            if seconds is None or seconds > allowed:
+                why = ("no case ran to time it" if seconds is None else
+                       f"a case past {past} elements would take the target about {seconds:.2g} s at the speed of "
+                       f"the largest case so far ({allowed:.2g} s allowed)")
         if not why and "wide-offsets" not in _STRATEGIES[target.op][1](**_strategy_args(target, fmt.name, opts,
                                                                                         wide=True)):
             why = "the target's lengths, head dims or pair limit allow no case"
