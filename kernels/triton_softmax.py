@@ -423,6 +423,38 @@ def _softmax_rows_kernel(
 
 
 @triton.jit
+def _aligned_body(at, n_cols, ALIGN: tl.constexpr):
+    """(head, body) of a row of ``n_cols`` elements starting ``at`` elements past a 16-byte
+    aligned base (ALIGN elements in 16 bytes): the < ALIGN elements before its first aligned
+    one, and the length, a multiple of ALIGN, of the aligned body after them."""
+    head = tl.minimum((ALIGN - at % ALIGN) % ALIGN, n_cols)
+    body = tl.multiple_of((n_cols - head) // ALIGN * ALIGN, ALIGN)
+    return head, body
+
+
+@triton.jit
+def _row_edges(X, at, head, body, n_cols, ALIGN: tl.constexpr):
+    """The elements of a row around its aligned body (``_aligned_body``) in one masked load of
+    2 ALIGN lanes: [0, ALIGN) the head, [ALIGN, 2 ALIGN) the tail; -inf in the lanes past
+    either.  Returns (their column indices, the mask, the float32 values)."""
+    e = tl.arange(0, 2 * ALIGN)
+    edge = tl.where(e < ALIGN, e, head + body + e - ALIGN)
+    in_edge = tl.where(e < ALIGN, e < head, edge < n_cols)
+    return edge, in_edge, tl.load(X + at + edge, mask=in_edge, other=float("-inf")).to(tl.float32)
+
+
+@triton.jit
+def _piece_sum(p, PRECISE: tl.constexpr):
+    # A piece's share of l: float64 on the precise path (its roundings and those of adding the
+    # pieces lie far below float32's, so l is in effect rounded once), float32 on the fast one.
+    if PRECISE:
+        s = tl.sum(p.to(tl.float64), axis=0)
+    else:
+        s = tl.sum(p, axis=0)
+    return s
+
+
+@triton.jit
 def _softmax_row_pieces_kernel(
     X, Y, LSE, n_cols, stride_xr, stride_yr,
     BLOCK_A: tl.constexpr, BLOCK_B: tl.constexpr, ALIGN: tl.constexpr,
@@ -456,8 +488,7 @@ def _softmax_row_pieces_kernel(
     y_at = row64 * stride_yr
     a = tl.arange(0, BLOCK_A)
     if ALIGN > 1:
-        head = tl.minimum((ALIGN - at % ALIGN) % ALIGN, n_cols)
-        body = tl.multiple_of((n_cols - head) // ALIGN * ALIGN, ALIGN)
+        head, body = _aligned_body(at, n_cols, ALIGN)
         len_a = tl.multiple_of(tl.minimum(body, BLOCK_A), ALIGN)
         x_body = X + tl.multiple_of(at + head, ALIGN)
         y_body = Y + tl.multiple_of(y_at + head, ALIGN)
@@ -479,32 +510,18 @@ def _softmax_row_pieces_kernel(
         xb = tl.load(x_body + BLOCK_A + b, mask=in_b, other=float("-inf")).to(tl.float32)
         m = tl.maximum(m, tl.max(xb, axis=0))
     if ALIGN > 1:
-        # lanes [0, ALIGN) the head, [ALIGN, 2 ALIGN) the tail
-        e = tl.arange(0, 2 * ALIGN)
-        edge = tl.where(e < ALIGN, e, head + body + e - ALIGN)
-        in_e = tl.where(e < ALIGN, e < head, edge < n_cols)
-        xe = tl.load(X + at + edge, mask=in_e, other=float("-inf")).to(tl.float32)
+        edge, in_e, xe = _row_edges(X, at, head, body, n_cols, ALIGN)
         m = tl.maximum(m, tl.max(xe, axis=0))
     shift = safe_max(m)
     pa = _exp(xa, shift, PRECISE)
-    if PRECISE:
-        l64 = tl.sum(pa.to(tl.float64), axis=0)
-    else:
-        l = tl.sum(pa, axis=0)
+    total = _piece_sum(pa, PRECISE)
     if BLOCK_B > 0:
         pb = _exp(xb, shift, PRECISE)
-        if PRECISE:
-            l64 += tl.sum(pb.to(tl.float64), axis=0)
-        else:
-            l += tl.sum(pb, axis=0)
+        total += _piece_sum(pb, PRECISE)
     if ALIGN > 1:
         pe = _exp(xe, shift, PRECISE)
-        if PRECISE:
-            l64 += tl.sum(pe.to(tl.float64), axis=0)
-        else:
-            l += tl.sum(pe, axis=0)
-    if PRECISE:
-        l = l64.to(tl.float32)
+        total += _piece_sum(pe, PRECISE)
+    l = total.to(tl.float32)
     if WRITE_Y:
         out = Y.dtype.element_ty
         if ALIGN > 1:
@@ -752,18 +769,13 @@ def _online_row_aligned(X, Y, LSE, row64, n_cols, stride_xr, stride_yr, BLOCK_N:
     launch gives Y rows the same offset modulo ALIGN as X's (``_align_elements``), so the
     same split aligns the output."""
     at = row64 * stride_xr
-    head = tl.minimum((ALIGN - at % ALIGN) % ALIGN, n_cols)
-    body = tl.multiple_of((n_cols - head) // ALIGN * ALIGN, ALIGN)
+    head, body = _aligned_body(at, n_cols, ALIGN)
     x_body = X + tl.multiple_of(at + head, ALIGN)
     if LANES:
         m, l = _span_stats_lanes(x_body, 0, body, BLOCK_N, KEEP)
     else:
         m, l = _span_stats(x_body, 0, body, BLOCK_N, PRECISE, KEEP)
-    # the edges: lanes [0, ALIGN) the head, [ALIGN, 2 ALIGN) the tail
-    e = tl.arange(0, 2 * ALIGN)
-    edge = tl.where(e < ALIGN, e, head + body + e - ALIGN)
-    edge_ok = tl.where(e < ALIGN, e < head, edge < n_cols)
-    x_edge = tl.load(X + at + edge, mask=edge_ok, other=float("-inf")).to(tl.float32)
+    edge, edge_ok, x_edge = _row_edges(X, at, head, body, n_cols, ALIGN)
     m_all = tl.maximum(m, tl.max(x_edge, axis=0))
     shift = safe_max(m_all)
     # m = -inf (an empty or all -inf body) has l = 0 and weight exp(-inf) = 0; NaN or +inf
