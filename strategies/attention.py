@@ -59,6 +59,7 @@ from strategies.features import (ATTENTION_BROADCAST_LAYOUTS, ATTENTION_LAYOUTS,
                                  ordered)
 from strategies.layouts import has_strided_last_dim, is_aligned, is_noncontiguous, materialize
 from strategies.lengths import (
+    FLOAT_OFFSET_ELEMENTS,
     GRID_AXIS_LIMIT,
     INDEX_WIDTH_LENGTHS,
     WIDE_OFFSET_ELEMENTS,
@@ -714,6 +715,8 @@ def attention_features(spec: AttentionSpec) -> tuple[str, ...]:
         found.append("attn:many-heads")
     if pairs > GRID_AXIS_LIMIT:
         found.append("attn:grid-heads")
+    if pairs * min(spec.seq_q, spec.seq_k) * spec.head_dim > FLOAT_OFFSET_ELEMENTS:
+        found.append("offsets:float-exact")
     if pairs * min(spec.seq_q, spec.seq_k) * spec.head_dim > WIDE_OFFSET_ELEMENTS:
         found.append("offsets:wide")
     if (min(spec.seq_q, spec.seq_k) >= TILES_MIN_SEQ
@@ -850,6 +853,7 @@ class _AttentionConfig:
     zero_scale_keys: int = 0  # the zero-scale probe's keys past ZERO_SCALE_PROBE_KEYS (ZERO_SCALE_LONG_KEYS); 0: none
     wide_seq: tuple[int, int] | None = None  # the wide-offsets probe's Nq = Nk range; None: no probe
     wide_max_pairs: int | None = None  # the most heads its repetitions may make (caps.max_pairs, max_heads)
+    wide_elements: int = WIDE_OFFSET_ELEMENTS  # the elements its repetitions pass
     absorption: bool = False  # rare absorption probes (see ABSORPTION_MIN_KEYS)
     probe: str | None = None  # every case is this probe (ATTENTION_PROBES)
 
@@ -948,6 +952,7 @@ def attention_cases(
     tiles_seq: int = 0,
     wide_offsets: bool = False,
     zero_scale_keys: int = 0,
+    wide_elements: int | None = None,
 ) -> SearchStrategy[AttentionCase]:
     """Attention inputs within the target's capabilities, rich in adversarial features.
 
@@ -1009,6 +1014,10 @@ def attention_cases(
       pass ``lengths.WIDE_OFFSET_ELEMENTS`` by a block: 4 to 8 GiB a tensor, so only for a
       device that holds it (False, the default: never).  The heads stay within the target's
       ``max_pairs`` and ``max_heads`` (longer sequences make fewer of them).
+    * ``wide_elements``: the elements the wide-offsets probe's tensors pass:
+      ``lengths.WIDE_OFFSET_ELEMENTS`` (2**31, int32 offsets; None, the default) or, where 8 GiB
+      tensors are out of reach (the CPU), ``lengths.FLOAT_OFFSET_ELEMENTS`` (2**24, offsets
+      formed in float32): 64 to 128 MiB of float32 a tensor.
     * ``zero_scale_keys``: the zero-scale probe's keys where more than ``ZERO_SCALE_PROBE_KEYS``
       (within ``caps.max_length``; 0, the default: that many): see ZERO_SCALE_LONG_KEYS, which
       the GPU size profile passes.
@@ -1017,7 +1026,8 @@ def attention_cases(
       matter (more than one key).
     """
     config = _attention_config(dtypes, caps, max_seq, max_batch, max_heads, head_dims, special_values, index_widths,
-                               probes, probe, many_heads_pairs, grid_pairs, tiles_seq, wide_offsets, zero_scale_keys)
+                               probes, probe, many_heads_pairs, grid_pairs, tiles_seq, wide_offsets, zero_scale_keys,
+                               wide_elements)
     check_probe(probe, config.unavailable_probes(), ATTENTION_PROBES)
     return _attention_cases(config)
 
@@ -1030,7 +1040,8 @@ def attention_probes(**kwargs: Any) -> tuple[str, ...]:
 
 def _attention_config(dtypes, caps, max_seq, max_batch, max_heads, head_dims, special_values,
                       index_widths, probes, probe, many_heads_pairs=MANY_HEADS_PAIRS,
-                      grid_pairs=0, tiles_seq=0, wide_offsets=False, zero_scale_keys=0) -> "_AttentionConfig":
+                      grid_pairs=0, tiles_seq=0, wide_offsets=False, zero_scale_keys=0,
+                      wide_elements=None) -> "_AttentionConfig":
     """attention_cases' arguments checked and resolved (see there)."""
     check_argument(isinstance(zero_scale_keys, int) and not isinstance(zero_scale_keys, bool) and zero_scale_keys >= 0,
                    f"zero_scale_keys must be a non-negative int (0: ZERO_SCALE_PROBE_KEYS), got {zero_scale_keys!r}")
@@ -1067,6 +1078,7 @@ def _attention_config(dtypes, caps, max_seq, max_batch, max_heads, head_dims, sp
             tiles_seq=tiles_seq,
             zero_scale_keys=zero_scale_keys,
             wide_offsets=wide_offsets,
+            wide_elements=wide_elements,
         ),
         formats=formats,
         min_seq=lo,
@@ -1102,24 +1114,30 @@ def _attention_config(dtypes, caps, max_seq, max_batch, max_heads, head_dims, sp
         probe=probe,
     )
     check_bool(wide_offsets, "wide_offsets")
+    past = WIDE_OFFSET_ELEMENTS if wide_elements is None else wide_elements
+    check_argument(past in (FLOAT_OFFSET_ELEMENTS, WIDE_OFFSET_ELEMENTS),
+                   f"wide_elements must be lengths.FLOAT_OFFSET_ELEMENTS ({FLOAT_OFFSET_ELEMENTS}) or "
+                   f"lengths.WIDE_OFFSET_ELEMENTS ({WIDE_OFFSET_ELEMENTS}), got {wide_elements!r}")
     if wide_offsets and probes:
         most = min((m for m in (caps.max_pairs, caps.max_heads) if m is not None), default=None)
         wide_dims = [d for d in dims if d <= WIDE_HEAD_DIM]
-        floor = min((wide_min_seq(d, most) for d in wide_dims), default=hi + 1)
+        floor = min((wide_min_seq(d, most, past) for d in wide_dims), default=hi + 1)
         if floor <= hi:
             config = replace(config, wide_seq=(max(lo, WIDE_MIN_SEQ), max(min(hi, WIDE_MAX_SEQ), floor)),
-                             wide_max_pairs=most)
+                             wide_max_pairs=most, wide_elements=past)
     return config
 
 
-def wide_min_seq(head_dim: int, most_pairs: int | None) -> int:
+def wide_min_seq(head_dim: int, most_pairs: int | None, past: int | None = None) -> int:
     """The least Nq = Nk of a wide-offsets case of ``head_dim`` whose repetitions make at most
     ``most_pairs`` heads (1 where there is no limit): its blocks of up to WIDE_BLOCK_HEADS heads
-    make about 2**31 / (N D) heads, and two blocks more."""
+    make about ``past`` / (N D) heads (None: ``lengths.WIDE_OFFSET_ELEMENTS``), and two blocks
+    more."""
+    past = WIDE_OFFSET_ELEMENTS if past is None else past
     if most_pairs is None:
         return 1
     room = most_pairs - 2 * WIDE_BLOCK_HEADS
-    return -(-WIDE_OFFSET_ELEMENTS // (room * head_dim)) if room > 0 else WIDE_OFFSET_ELEMENTS
+    return -(-past // (room * head_dim)) if room > 0 else past
 
 
 def _grid_pairs(most: int, caps: Capabilities) -> tuple[int, ...]:
@@ -1600,9 +1618,9 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         heads_kv = draw(st.integers(1, WIDE_BLOCK_HEADS))
         dims = [d for d in c.head_dims if d <= WIDE_HEAD_DIM]
         head_dim = draw(st.sampled_from(dims[::-1]))
-        if wide_min_seq(head_dim, c.wide_max_pairs) > c.wide_seq[1]:
+        if wide_min_seq(head_dim, c.wide_max_pairs, c.wide_elements) > c.wide_seq[1]:
             head_dim = max(dims)
-        low = max(c.wide_seq[0], wide_min_seq(head_dim, c.wide_max_pairs))
+        low = max(c.wide_seq[0], wide_min_seq(head_dim, c.wide_max_pairs, c.wide_elements))
         seq_q = seq_k = draw(lengths(low, max(low, c.wide_seq[1])))
         heads_kv = off_powers_of_two(heads_kv, seq_k * head_dim)  # no block of 2**k entries
     if head_dim > WIDE_HEAD_DIM:
@@ -1832,7 +1850,7 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
             # drew one, 2026-12-05, and a Q offset that wrapped passed).
             mask, mask_shape, mask_layout = None, "qk", "contiguous"
         q, k, v = _long_key_recipes(q, k, v, fmt, seq_k, head_dim, c.roundoffs[fmt.name][1])
-        tile = wide_repetitions(heads_q * min(seq_q, seq_k) * head_dim)
+        tile = wide_repetitions(heads_q * min(seq_q, seq_k) * head_dim, c.wide_elements)
     spec = AttentionSpec(
         dtype=fmt.name,
         batch=batch,

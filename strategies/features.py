@@ -28,8 +28,8 @@ rows:grid              softmax input of more than 65535 rows in all: past a CUDA
                        (the grid-rows probe)
 offsets:wide           an input of more than 2**31 elements: offsets past a signed 32-bit int
                        (the wide-offsets probes)
-offsets:float-exact    a softmax input of more than 2**24 elements: offsets past the integers
-                       float32 holds exactly (the wide-offsets probe; on the CPU only this far)
+offsets:float-exact    an input of more than 2**24 elements: offsets past the integers float32
+                       holds exactly (the wide-offsets probes; on the CPU only this far)
 len:long               softmax row longer than 1024: several blocks of a long-row tiling
 values:explicit        small input drawn element by element (spec holds the values)
 rows:mixed-ranges      rows of one matrix drawn from different value recipes
@@ -182,7 +182,7 @@ ATTENTION_FEATURES: tuple[str, ...] = (
     + ("attn:mha", "attn:gqa", "attn:mqa", "attn:nq<nk", "attn:nq>nk", "attn:decode")
     + ("attn:causal", "attn:bool-mask", "attn:causal+mask")
     + ("attn:long-keys", "attn:long-queries", "attn:index-width", "attn:many-heads", "attn:grid-heads",
-       "attn:many-tiles", "offsets:wide")
+       "attn:many-tiles", "offsets:wide", "offsets:float-exact")
     + tuple(f"mask-shape:{s}" for s in ("qk", "11qk", "b1qk", "1hqk", "bhqk", "1qk", "hqk", "b11k", "bh1k",
                                          "q1", "b1q1", "bhq1"))
     + tuple(f"mask-layout:{s}" for s in ("sliced", "transposed", "expanded"))

@@ -137,9 +137,8 @@ def test_running_out_of_memory_is_not_a_violation() -> None:
 
 def test_the_probe_passes_2_31_on_cuda_2_24_elsewhere_and_never_in_float64() -> None:
     assert search.wide_offsets_allowed("float16", "cuda") == ""
-    assert search.wide_offsets_allowed("bfloat16", "cuda", "attention") == ""
-    assert search.wide_offsets_allowed("float16", "cpu") == ""  # softmax: past 2**24
-    assert "CUDA" in search.wide_offsets_allowed("float16", "cpu", "attention")
+    assert search.wide_offsets_allowed("bfloat16", "cuda") == ""
+    assert search.wide_offsets_allowed("float16", "cpu") == ""  # past 2**24 there
     assert "float64" in search.wide_offsets_allowed("float64", "cuda:0")
     assert "float64" in search.wide_offsets_allowed("float64", "cpu")
     assert search.wide_offset_elements("cuda:0") == LENGTHS.WIDE_OFFSET_ELEMENTS == 2**31
@@ -147,13 +146,8 @@ def test_the_probe_passes_2_31_on_cuda_2_24_elsewhere_and_never_in_float64() -> 
 
 
 def test_off_cuda_the_probe_runs_where_the_target_is_fast_enough() -> None:
-    # The simplest case: blocks of 3 rows of 16 (48 entries, no power of two) repeated past
-    # 2**24 elements, 16 + ROW_COST units a row; at 1 us a unit that is ~50 s.
-    rows = 3 * LENGTHS.wide_repetitions(48, 2**24)
-    assert search.wide_case_seconds((10**6, 1.0), 1, 2**24) == pytest.approx(rows * (16 + SOFTMAX.ROW_COST) / 1e6)
-    assert search.wide_case_seconds((10**6, 1.0), 17, 2**24) == pytest.approx(
-        LENGTHS.wide_repetitions(17, 2**24) * (17 + SOFTMAX.ROW_COST) / 1e6)  # one row of 17: no power of two
-    assert search.wide_case_seconds(None, 1, 2**24) is None
+    assert search.wide_case_seconds((10**6, 1.0), 5 * 10**7) == pytest.approx(50.0)
+    assert search.wide_case_seconds(None, 10) is None
     # A PyTorch callable on the CPU runs it (a few tenths of a second); too slow a target does not.
     cell = search.check_cell(_target(_right, "torch-right"), "float32",
                              search.CheckOptions(max_examples=40, seed=1, compare_naive=False))
@@ -326,3 +320,33 @@ def test_the_attention_probe_catches_a_wrap_and_runs_in_a_search(narrow_attentio
                              search.CheckOptions(max_examples=30, seed=2, compare_naive=False,
                                                  artifact_dir=str(tmp_path)))
     assert cell.status == "passed" and cell.wide_probe.startswith("wide-offsets: 2 case(s)"), cell.wide_probe
+
+
+def _float_positions_attention(q, k, v, *, scale, causal=False, mask=None):
+    """Right but for Q's positions, made in float32: past 2**24 an odd one reads its neighbour."""
+    flat = q.reshape(-1)
+    where = torch.arange(flat.numel(), dtype=torch.float32).to(torch.int64).clamp(max=flat.numel() - 1)
+    return reference.naive_attention(flat[where].reshape(q.shape), k, v, scale=scale, causal=causal, mask=mask)
+
+
+def test_on_the_cpu_the_attention_probe_finds_positions_made_in_float32(tmp_path) -> None:
+    opts = search.CheckOptions(max_examples=100, seed=1, compare_naive=False, artifact_dir=str(tmp_path),
+                               shrink=False)
+    cell = search.check_cell(_attention_target(_float_positions_attention, "float-positions"), "float32", opts)
+    assert cell.status == "violated", cell.wide_probe
+    assert "repetition" in cell.violation.message and "repeated x" in cell.counterexample
+    assert cell.features["offsets:float-exact"] >= 1 and not cell.features.get("offsets:wide")
+
+
+def test_program_units_count_rows_and_query_tiles() -> None:
+    soft = _collect(softmax_cases(dtypes=("float32",), caps=CPU32, probe="wide-offsets", wide_offsets=True,
+                                  wide_elements=2**24), 2)
+    for case in soft:
+        assert search.program_units(case) == case.spec.total_rows * case.spec.tile
+        assert case.spec.total_rows * case.spec.length * case.spec.tile > 2**24
+    attn = _collect(attention_cases(dtypes=("float32",), caps=CPU32, probe="wide-offsets", wide_offsets=True,
+                                    wide_elements=2**24), 2)
+    for case in attn:
+        s = case.spec
+        assert search.program_units(case) == s.batch * s.heads_q * s.tile * -(-s.seq_q // 64)
+        assert s.batch * s.heads_q * s.tile * s.seq_q * s.head_dim > 2**24

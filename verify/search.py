@@ -33,8 +33,7 @@ import strategies
 from kernels.registry import Target
 from verify import artifacts, engine
 from verify.contracts import Violation
-from strategies.lengths import (FLOAT_OFFSET_ELEMENTS, GRID_AXIS_LIMIT, WIDE_OFFSET_ELEMENTS, off_powers_of_two,
-                                wide_repetitions)
+from strategies.lengths import FLOAT_OFFSET_ELEMENTS, GRID_AXIS_LIMIT, WIDE_OFFSET_ELEMENTS
 from strategies.softmax import ROW_COST
 from verify.dtypes import get_format
 from verify.metrics import Summary, summarize
@@ -509,16 +508,14 @@ def many_heads_pairs(floor: int, seconds: float, pairs_seen: int, budget_s: floa
     return max(floor, min(strategies.attention.MANY_HEADS_MAX_PAIRS, affordable))
 
 
-def wide_offsets_allowed(dtype: str, device: str, op: str = "softmax") -> str:
+def wide_offsets_allowed(dtype: str, device: str) -> str:
     """Why the wide-offsets probe is not for this cell, or "" where it is.  On a CUDA device it
     passes 2**31 elements (lengths.WIDE_OFFSET_ELEMENTS: 4 to 8 GiB a tensor; the checks that
     make it cheap run there: the oracle for one block, bit comparisons for the rest); elsewhere
-    softmax cells take it past 2**24 (lengths.FLOAT_OFFSET_ELEMENTS: 64 to 128 MiB of float32),
-    where the target's speed allows (wide_case_seconds), and attention cells not at all.  Never
-    for float64 (16 GiB a tensor on CUDA; on the CPU the oracle's exact path takes every row of
-    the block; those targets are the references)."""
-    if not device.startswith("cuda") and op != "softmax":
-        return "CUDA devices only (a case holds 4 to 8 GiB a tensor)"
+    2**24 (lengths.FLOAT_OFFSET_ELEMENTS: 64 to 128 MiB of float32 a tensor), each case where
+    the target's speed allows (wide_case_seconds).  Never for float64 (16 GiB a tensor on CUDA;
+    on the CPU the oracle's exact path takes every row of the block; those targets are the
+    references)."""
     if get_format(dtype).name == "float64":
         return "not for float64 (16 GiB a tensor)" if device.startswith("cuda") else "not for float64"
     return ""
@@ -530,18 +527,34 @@ def wide_offset_elements(device: str) -> int:
     return WIDE_OFFSET_ELEMENTS if device.startswith("cuda") else FLOAT_OFFSET_ELEMENTS
 
 
-def wide_case_seconds(widest: tuple[int, float] | None, min_length: int, past: int) -> float | None:
-    """The seconds a target call on the softmax wide-offsets probe's largest-work case (its
-    simplest: blocks of the shortest rows, the most of them, repeated past ``past`` elements)
-    would take at the speed of ``widest``: the ``probe_work`` of the largest case checked so far
-    and the seconds its target call took (its first call: a compile included, so the estimate
-    errs long).  None without one."""
+def wide_case_seconds(widest: tuple[int, float] | None, work: int) -> float | None:
+    """The seconds a target call on a case of ``work`` would take at the speed of ``widest``:
+    (the work of the largest case checked so far, the seconds its target call took; its first
+    call, a compile included, so the estimate errs long).  None without one.  The work is
+    ``probe_work`` or ``program_units``: a PyTorch callable's time follows the work, a kernel's
+    under the Triton interpreter its programs (~18 ms each; see PROGRAM_BOUND_S)."""
     if widest is None or widest[0] <= 0 or widest[1] <= 0.0:
         return None
-    length = max(min_length, strategies.softmax.WIDE_MIN_LENGTH)
-    rows = off_powers_of_two(1, length)
-    total_rows = rows * wide_repetitions(rows * length, past)
-    return widest[1] * total_rows * (length + ROW_COST) / widest[0]
+    return widest[1] * work / widest[0]
+
+
+#: A target whose case with the most programs (program_units) took more than this a program is
+#: taken as bound by its programs (a kernel under the Triton interpreter: ~18 ms each), and the
+#: wide-offsets gate off CUDA estimates its case by programs as well as by work.  On this CPU
+#: (2026-12-05, float32, 100 examples, seed 1) the rate by programs was 6 ms (triton-softmax)
+#: and 13 ms (triton-attention) under the interpreter, and 0.8 ms for a PyTorch attention
+#: callable (a gather and ref naive attention), whose wide case it put at 3.4 s; by work, under
+#: a second.
+PROGRAM_BOUND_S = 2e-3
+
+
+def program_units(case) -> int:
+    """About how many programs a kernel launches for ``case``: a softmax input's rows, an
+    attention input's (batch, head) pairs times its query tiles of 64; repetitions included."""
+    spec = case.spec
+    if not hasattr(spec, "seq_k"):
+        return spec.total_rows * spec.tile
+    return spec.batch * spec.heads_q * spec.tile * -(-spec.seq_q // 64)
 
 
 def _strategy_args(target: Target, dtype: str, opts: CheckOptions, pairs: int | None = None, entries: int = 0,
@@ -566,7 +579,7 @@ def _strategy_args(target: Target, dtype: str, opts: CheckOptions, pairs: int | 
                 max_heads=prof.attention_max_heads, head_dims=dims,
                 many_heads_pairs=pairs or prof.attention_many_heads_pairs, grid_pairs=grid, tiles_seq=tiles,
                 zero_scale_keys=prof.attention_zero_scale_keys,
-                wide_offsets=wide)
+                wide_offsets=wide, wide_elements=wide_offset_elements(opts.device))
 
 
 #: Per op: the strategy, and the function listing the probes its arguments allow.
@@ -724,7 +737,8 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
                              "work_seen": 0, "wall_seen": 0.0, "entries": 0, "grid": 0, "tiles": 0, "last_cost": None,
                              "probe_costs": {}, "tiles_pilots": {},
                              "last_case": None, "last_target_s": 0.0, "last_one_call_s": 0.0,
-                             "fastest_one_call_s": math.inf, "any_size": False, "widest": None}
+                             "fastest_one_call_s": math.inf, "any_size": False, "widest": None,
+                             "most_programs": None, "wide_gate": None}
     any_size_opts = replace(opts, call_checks_at_any_size=True)  # a probe's cases, one in SECOND_CALL_ODDS
     start = time.perf_counter()
     # The first example's time, up to max(budget, WARMUP_CAP_S), left out of the budget and of
@@ -798,6 +812,15 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
             if state["deadline"] is not None and searched_to > state["deadline"]:
                 state["stopping"] = True
                 raise _PartOver()
+        if state["wide_gate"] is not None and case.spec.tile > 1:
+            seconds = wide_case_seconds(state["widest"], probe_work(case))
+            most = state["most_programs"]
+            if seconds is not None and most is not None and most[1] > PROGRAM_BOUND_S * most[0]:
+                seconds = max(seconds, wide_case_seconds(most, program_units(case)))
+            if seconds is None or seconds > state["wide_gate"]:
+                raise _WideSkipped("no case ran to time it" if seconds is None else
+                                   f"a case of {case.spec.tile} repetitions would take the target about {seconds:.2g} s "
+                                   f"at the speed of the largest case so far ({state['wide_gate']:.2g} s allowed)")
         began = time.perf_counter()
         try:
             any_size = state["any_size"] or case.spec.seed % SECOND_CALL_ODDS == 0
@@ -828,8 +851,12 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
             state["last_one_call_s"] = max(wall - out.second_call_seconds, 1e-6)
             state["fastest_one_call_s"] = min(state["fastest_one_call_s"], state["last_one_call_s"])
             state["last_case"], state["last_target_s"] = case, out.seconds
+            # the wide-offsets gate's speeds off CUDA (wide_case_seconds)
             if state["widest"] is None or work > state["widest"][0]:
-                state["widest"] = (work, out.seconds)  # the CPU wide-offsets probe's speed (wide_case_seconds)
+                state["widest"] = (work, out.seconds)
+            units = program_units(case)
+            if state["most_programs"] is None or units > state["most_programs"][0]:
+                state["most_programs"] = (units, out.seconds)
         ratio = out.evaluation.max_ratio
         hyp_target(min(ratio, 1e12), label="error/tolerance")
         if out.evaluation.violations:
@@ -931,36 +958,35 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
 
     def wide_offsets() -> str:
         """The wide-offsets probe, where wide_offsets_allowed: what it tried, or why not."""
-        why = wide_offsets_allowed(fmt.name, opts.device, target.op)
-        if not why and not opts.device.startswith("cuda") and target.op == "softmax":
-            # Off CUDA a kernel under the Triton interpreter (~18 ms a program) would take hours:
-            # the probe runs where the largest case so far says its case takes GRID_SECONDS (or
-            # GRID_SHARE of the budget) at most.
-            allowed = GRID_SECONDS if opts.budget_s is None else min(GRID_SECONDS, GRID_SHARE * opts.budget_s)
-            past = wide_offset_elements(opts.device)
-            seconds = wide_case_seconds(state["widest"], target.caps.min_length, past)
-            if seconds is None or seconds > allowed:
-                why = ("no case ran to time it" if seconds is None else
-                       f"a case past {past} elements would take the target about {seconds:.2g} s at the speed of "
-                       f"the largest case so far ({allowed:.2g} s allowed)")
+        why = wide_offsets_allowed(fmt.name, opts.device)
         if not why and "wide-offsets" not in _STRATEGIES[target.op][1](**_strategy_args(target, fmt.name, opts,
                                                                                         wide=True)):
             why = "the target's lengths, head dims or pair limit allow no case"
         if why:
             return f"wide-offsets not tried: {why}"
         state["last_case"], examples_before, began = None, cell.examples, time.perf_counter()
+        # Off CUDA a kernel under the Triton interpreter (~18 ms a program) would take hours on a
+        # case past 2**24 elements: each case runs only where the largest case so far says it
+        # takes GRID_SECONDS (or GRID_SHARE of the budget) at most (property_holds).
+        if not opts.device.startswith("cuda"):
+            state["wide_gate"] = GRID_SECONDS if opts.budget_s is None else min(GRID_SECONDS,
+                                                                                GRID_SHARE * opts.budget_s)
+        skipped = ""
         try:
             # Two cases: the simplest (rows of 16 entries, the most programs) and one drawn.
             search("wide-offsets", max(2, opts.probe_examples), opts.seed)
         except _WideSkipped as short:
-            return f"wide-offsets not tried: {short}"
+            skipped = str(short)
+        finally:
+            state["wide_gate"] = None
         case = state["last_case"]
         if case is None:
-            return "wide-offsets: no case ran"
+            return f"wide-offsets not tried: {skipped}" if skipped else "wide-offsets: no case ran"
         shape = case.spec.full_shape if target.op == "softmax" else case.spec.full_shapes["q"]
-        return (f"wide-offsets: {cell.examples - examples_before} case(s), the last {' x '.join(map(str, shape))} "
+        done = (f"wide-offsets: {cell.examples - examples_before} case(s), the last {' x '.join(map(str, shape))} "
                 f"({math.prod(shape)} elements{'' if target.op == 'softmax' else ' in Q'}), "
                 f"in {time.perf_counter() - began:.2g} s")
+        return f"{done}; then {skipped}" if skipped else done
 
     # Without probes: one run.  With them: PROBE_ROUND_AT of the examples (and of the budget),
     # each probe (probe_round), then the rest under another seed (the same seed would repeat
