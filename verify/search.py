@@ -367,7 +367,9 @@ class _PartOver(BaseException):
 
 class _WideSkipped(BaseException):
     """Ends the wide-offsets probe's run when its case does not fit the device
-    (engine.WideCaseUnaffordable); a BaseException for the reason _BudgetSpent is."""
+    (engine.WideCaseUnaffordable) or the time the target's speed allows it (off CUDA); a
+    BaseException for the reason _BudgetSpent is, raised with ``state["stopping"]`` set so that
+    the example database saves nothing (_StopSavingAfterBudget)."""
 
 
 class _HangFound(BaseException):
@@ -818,6 +820,7 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
             if seconds is not None and most is not None and most[1] > PROGRAM_BOUND_S * most[0]:
                 seconds = max(seconds, wide_case_seconds(most, program_units(case)))
             if seconds is None or seconds > state["wide_gate"]:
+                state["stopping"] = True  # the example in flight did not fail: the database keeps nothing
                 raise _WideSkipped("no case ran to time it" if seconds is None else
                                    f"a case of {case.spec.tile} repetitions would take the target about {seconds:.2g} s "
                                    f"at the speed of the largest case so far ({state['wide_gate']:.2g} s allowed)")
@@ -826,6 +829,7 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
             any_size = state["any_size"] or case.spec.seed % SECOND_CALL_ODDS == 0
             out = run_case(target, case, any_size_opts if any_size else opts)
         except engine.WideCaseUnaffordable as short:
+            state["stopping"] = True
             raise _WideSkipped(str(short)) from None
         except engine.DeviceContextLost as lost:
             lost.case = case
