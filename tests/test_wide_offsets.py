@@ -155,20 +155,31 @@ def test_off_cuda_the_probe_runs_where_the_target_is_fast_enough() -> None:
     assert cell.features["offsets:float-exact"] >= 1 and not cell.features.get("offsets:wide")
 
 
-def _float_positions(x: torch.Tensor) -> torch.Tensor:
-    """Right but for the positions, made in float32 (torch.arange): exact up to 2**24, past it an
-    odd position rounds to an even neighbour and the entry read is the one beside it."""
-    flat = x.reshape(-1)
+def _at_float32_positions(t: torch.Tensor) -> torch.Tensor:
+    """``t`` read back at positions made in float32 (torch.arange): exact up to 2**24 elements,
+    past it an odd position rounds to an even neighbour and the entry read is the one beside it."""
+    flat = t.reshape(-1)
     where = torch.arange(flat.numel(), dtype=torch.float32).to(torch.int64).clamp(max=flat.numel() - 1)
-    return _right(flat[where].reshape(x.shape))
+    return flat[where].reshape(t.shape)
+
+
+def _float_positions(x: torch.Tensor) -> torch.Tensor:
+    return _right(_at_float32_positions(x))
+
+
+def _caught_past_2_24(target: Target, examples: int, tmp_path):
+    """``target``'s float32 cell on the CPU, violated by a repetition of a wide case past 2**24."""
+    opts = search.CheckOptions(max_examples=examples, seed=1, compare_naive=False, artifact_dir=str(tmp_path),
+                               shrink=False)
+    cell = search.check_cell(target, "float32", opts)
+    assert cell.status == "violated", cell.wide_probe
+    assert "repetition" in cell.violation.message and "repeated x" in cell.counterexample
+    assert cell.features["offsets:float-exact"] >= 1 and not cell.features.get("offsets:wide")
+    return cell
 
 
 def test_on_the_cpu_the_probe_finds_positions_made_in_float32(tmp_path) -> None:
-    opts = search.CheckOptions(max_examples=40, seed=1, compare_naive=False, artifact_dir=str(tmp_path),
-                               shrink=False)
-    cell = search.check_cell(_target(_float_positions, "float-positions"), "float32", opts)
-    assert cell.status == "violated", cell.wide_probe
-    assert "repetition" in cell.violation.message and "repeated x" in cell.counterexample
+    cell = _caught_past_2_24(_target(_float_positions, "float-positions"), 40, tmp_path)
     art = artifacts.load(cell.artifact)
     assert art.inputs["x"].numel() * art.inputs["tile"] > 2**24
 
@@ -323,19 +334,12 @@ def test_the_attention_probe_catches_a_wrap_and_runs_in_a_search(narrow_attentio
 
 
 def _float_positions_attention(q, k, v, *, scale, causal=False, mask=None):
-    """Right but for Q's positions, made in float32: past 2**24 an odd one reads its neighbour."""
-    flat = q.reshape(-1)
-    where = torch.arange(flat.numel(), dtype=torch.float32).to(torch.int64).clamp(max=flat.numel() - 1)
-    return reference.naive_attention(flat[where].reshape(q.shape), k, v, scale=scale, causal=causal, mask=mask)
+    """Right but for Q's positions, made in float32 (_at_float32_positions)."""
+    return reference.naive_attention(_at_float32_positions(q), k, v, scale=scale, causal=causal, mask=mask)
 
 
 def test_on_the_cpu_the_attention_probe_finds_positions_made_in_float32(tmp_path) -> None:
-    opts = search.CheckOptions(max_examples=100, seed=1, compare_naive=False, artifact_dir=str(tmp_path),
-                               shrink=False)
-    cell = search.check_cell(_attention_target(_float_positions_attention, "float-positions"), "float32", opts)
-    assert cell.status == "violated", cell.wide_probe
-    assert "repetition" in cell.violation.message and "repeated x" in cell.counterexample
-    assert cell.features["offsets:float-exact"] >= 1 and not cell.features.get("offsets:wide")
+    _caught_past_2_24(_attention_target(_float_positions_attention, "float-positions"), 100, tmp_path)
 
 
 def test_program_units_count_rows_and_query_tiles() -> None:
