@@ -1138,6 +1138,7 @@ class _Plan(NamedTuple):
     stages: int = 1  # pipelined: tl.range num_stages
     block_a: int = 0  # rows, one a program: the pieces kernel's BLOCK_A (0: not eligible)
     block_b: int = 0  # and its BLOCK_B (0: the row is BLOCK_A long)
+    pieces_warps: int = 0  # and its num_warps (num_warps stays the plain single pass's)
 
 
 #: Rows of the single pass at least this long (as a power of two; one row a program) that are
@@ -1165,9 +1166,7 @@ def _pieces_warps(block_a: int, block_b: int, precise: bool) -> int:
     6000 94 / 99 / 85 / 81, 12288 76 / 95 / 88 / 88, but 16383 21 / 78 / 94 / 92 (the accurate
     exponential and the float64 sum need the registers).
     """
-    if TUNING["pieces_warps"]:
-        return int(TUNING["pieces_warps"])
-    return 8 if precise and block_a + block_b > 12288 else 4
+    return int(_tuned("pieces_warps", 8 if precise and block_a + block_b > 12288 else 4))
 
 
 def _row_alignment(x2: torch.Tensor, y2: torch.Tensor | None) -> int:
@@ -1273,15 +1272,16 @@ def _plan(n_rows: int, n_cols: int, dtype: torch.dtype, sms: int, interpreted: b
     if n_pow2 <= block and num_chunks is None:
         block_r, num_warps = _rows_config(n_pow2)
         block_r = TUNING["rows_block_r"] or block_r
-        if block_r == 1 and n_pow2 >= PIECES_MIN_COLS and _tuned("row_pieces", True):
-            block_a, block_b = _row_pieces(n_cols)
-            warps = _pieces_warps(block_a, block_b, precise)
-            return _Plan("rows", block=n_pow2, num_warps=warps, block_a=block_a, block_b=block_b,
-                         sum64=_sum64(precise, True))
         num_warps = TUNING["rows_warps"] or num_warps
+        pieces = {}
+        if block_r == 1 and n_pow2 >= PIECES_MIN_COLS and _tuned("row_pieces", True):
+            # the launch takes the pieces kernel or, for aligned power-of-two rows, the plain one
+            block_a, block_b = _row_pieces(n_cols)
+            pieces = dict(block_a=block_a, block_b=block_b, pieces_warps=_pieces_warps(block_a, block_b, precise))
         if interpreted:
             block_r = 1
-        return _Plan("rows", block=n_pow2, num_warps=num_warps, block_r=block_r, sum64=_sum64(precise, True))
+        return _Plan("rows", block=n_pow2, num_warps=num_warps, block_r=block_r, sum64=_sum64(precise, True),
+                     **pieces)
 
     if num_chunks is None:
         # Enough rows keep every SM busy with whole rows; otherwise rows are split.
@@ -1405,7 +1405,7 @@ def _launch(x2: torch.Tensor, y2: torch.Tensor | None, lse: torch.Tensor | None,
         if plan.block_b or (align > 1 and unproven):
             _softmax_row_pieces_kernel[(n_rows,)](
                 x2, y_arg, lse_arg, n_cols, x2.stride(0), stride_y,
-                BLOCK_A=plan.block_a, BLOCK_B=plan.block_b, ALIGN=align, **flags,
+                BLOCK_A=plan.block_a, BLOCK_B=plan.block_b, ALIGN=align, **{**flags, "num_warps": plan.pieces_warps},
             )
             return
     if plan.name == "rows":
@@ -1453,13 +1453,8 @@ def _align_elements(x2: torch.Tensor, y2: torch.Tensor | None) -> int:
     False turns it off."""
     if x2.element_size() != 2 or _tuned("align_rows", True) is False:
         return 0
-    per16 = 16 // x2.element_size()
-    stride = x2.stride(0)
-    if stride % per16 == 0 or x2.data_ptr() % 16 or x2.stride(1) != 1:
-        return 0
-    if y2 is not None and (y2.data_ptr() % 16 or y2.stride(0) % per16 != stride % per16 or y2.stride(1) != 1):
-        return 0
-    return per16
+    per16 = _row_alignment(x2, y2)
+    return per16 if per16 > 1 and x2.stride(0) % per16 else 0
 
 
 def cooperative_constexprs(plan: _Plan, precise: bool, write_y: bool, write_lse: bool) -> dict:

@@ -1082,7 +1082,7 @@ def test_row_pieces_plan():
     assert triton_softmax._pieces_warps(4096, 16, True) == 4 and triton_softmax._pieces_warps(8192, 8192, False) == 4
     assert triton_softmax._pieces_warps(8192, 8192, True) == 8
     p = plan(64, 4097, F32, GPU_SMS, False, 50 << 20, None, None, True)
-    assert (p.block_a, p.block_b, p.num_warps) == (4096, 16, 4)
+    assert (p.block_a, p.block_b, p.pieces_warps) == (4096, 16, 4)
     assert plan(64, 1000, F32, GPU_SMS, False, 50 << 20, None, None, True).block_a == 0  # several rows a program
     assert plan(64, 20000, BF16, GPU_SMS, False, 50 << 20, None, None, True).block_b == 4096
     assert triton_softmax._row_alignment(randn(4, 301, dtype=BF16), None) == 8
