@@ -59,7 +59,6 @@ from strategies.features import (ATTENTION_BROADCAST_LAYOUTS, ATTENTION_LAYOUTS,
                                  ordered)
 from strategies.layouts import has_strided_last_dim, is_aligned, is_noncontiguous, materialize
 from strategies.lengths import (
-    FLOAT_OFFSET_ELEMENTS,
     GRID_AXIS_LIMIT,
     INDEX_WIDTH_LENGTHS,
     WIDE_OFFSET_ELEMENTS,
@@ -70,6 +69,8 @@ from strategies.lengths import (
     length_features,
     lengths,
     off_powers_of_two,
+    offset_features,
+    wide_elements_or_default,
     wide_repetitions,
 )
 from strategies.masks import MASK_KINDS, MaskSpec, keep_features, mask_specs
@@ -715,10 +716,7 @@ def attention_features(spec: AttentionSpec) -> tuple[str, ...]:
         found.append("attn:many-heads")
     if pairs > GRID_AXIS_LIMIT:
         found.append("attn:grid-heads")
-    if pairs * min(spec.seq_q, spec.seq_k) * spec.head_dim > FLOAT_OFFSET_ELEMENTS:
-        found.append("offsets:float-exact")
-    if pairs * min(spec.seq_q, spec.seq_k) * spec.head_dim > WIDE_OFFSET_ELEMENTS:
-        found.append("offsets:wide")
+    found.extend(offset_features(pairs * min(spec.seq_q, spec.seq_k) * spec.head_dim))
     if (min(spec.seq_q, spec.seq_k) >= TILES_MIN_SEQ
             and spec.batch * spec.heads_q * -(-spec.seq_q // TILES_FEATURE_TILE) > TILES_FEATURE_SMS):
         found.append("attn:many-tiles")
@@ -1114,10 +1112,7 @@ def _attention_config(dtypes, caps, max_seq, max_batch, max_heads, head_dims, sp
         probe=probe,
     )
     check_bool(wide_offsets, "wide_offsets")
-    past = WIDE_OFFSET_ELEMENTS if wide_elements is None else wide_elements
-    check_argument(past in (FLOAT_OFFSET_ELEMENTS, WIDE_OFFSET_ELEMENTS),
-                   f"wide_elements must be lengths.FLOAT_OFFSET_ELEMENTS ({FLOAT_OFFSET_ELEMENTS}) or "
-                   f"lengths.WIDE_OFFSET_ELEMENTS ({WIDE_OFFSET_ELEMENTS}), got {wide_elements!r}")
+    past = wide_elements_or_default(wide_elements)
     if wide_offsets and probes:
         most = min((m for m in (caps.max_pairs, caps.max_heads) if m is not None), default=None)
         wide_dims = [d for d in dims if d <= WIDE_HEAD_DIM]
@@ -1128,12 +1123,11 @@ def _attention_config(dtypes, caps, max_seq, max_batch, max_heads, head_dims, sp
     return config
 
 
-def wide_min_seq(head_dim: int, most_pairs: int | None, past: int | None = None) -> int:
+def wide_min_seq(head_dim: int, most_pairs: int | None, past: int) -> int:
     """The least Nq = Nk of a wide-offsets case of ``head_dim`` whose repetitions make at most
     ``most_pairs`` heads (1 where there is no limit): its blocks of up to WIDE_BLOCK_HEADS heads
-    make about ``past`` / (N D) heads (None: ``lengths.WIDE_OFFSET_ELEMENTS``), and two blocks
-    more."""
-    past = WIDE_OFFSET_ELEMENTS if past is None else past
+    make about ``past`` / (N D) heads (``past``: the probe's edge, wide_elements_or_default),
+    and two blocks more."""
     if most_pairs is None:
         return 1
     room = most_pairs - 2 * WIDE_BLOCK_HEADS

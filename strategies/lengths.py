@@ -315,6 +315,23 @@ WIDE_OFFSET_ELEMENTS = 2**31
 FLOAT_OFFSET_ELEMENTS = 2**24
 
 
+def wide_elements_or_default(wide_elements: int | None) -> int:
+    """A strategy's ``wide_elements`` argument checked: ``FLOAT_OFFSET_ELEMENTS`` or
+    ``WIDE_OFFSET_ELEMENTS`` (None: the latter, read now, so that tests may narrow it)."""
+    past = WIDE_OFFSET_ELEMENTS if wide_elements is None else wide_elements
+    check_argument(past in (FLOAT_OFFSET_ELEMENTS, WIDE_OFFSET_ELEMENTS),
+                   f"wide_elements must be lengths.FLOAT_OFFSET_ELEMENTS ({FLOAT_OFFSET_ELEMENTS}) or "
+                   f"lengths.WIDE_OFFSET_ELEMENTS ({WIDE_OFFSET_ELEMENTS}), got {wide_elements!r}")
+    return past
+
+
+def offset_features(elements: int) -> tuple[str, ...]:
+    """The offset features of an input of ``elements`` (its largest tensor's): past the integers
+    float32 holds exactly, past a signed 32-bit int."""
+    return (("offsets:float-exact",) if elements > FLOAT_OFFSET_ELEMENTS else ()) + (
+        ("offsets:wide",) if elements > WIDE_OFFSET_ELEMENTS else ())
+
+
 def wide_repetitions(block_elements: int, past: int | None = None) -> int:
     """How many times a block of ``block_elements`` is repeated so that the whole passes
     ``past`` elements (None: ``WIDE_OFFSET_ELEMENTS``; or ``FLOAT_OFFSET_ELEMENTS``) by at least

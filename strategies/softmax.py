@@ -52,13 +52,14 @@ from strategies.layouts import BROADCAST_DIM, is_noncontiguous, materialize
 from strategies.lengths import (
     _powers_of_two,
     GRID_AXIS_LIMIT,
-    FLOAT_OFFSET_ELEMENTS,
     WIDE_OFFSET_ELEMENTS,
     draws_index_width,
     grid_counts,
     index_width_length,
     index_width_lengths,
     off_powers_of_two,
+    offset_features,
+    wide_elements_or_default,
     wide_repetitions,
     length_features,
     lengths,
@@ -449,10 +450,7 @@ def softmax_features(spec: SoftmaxSpec) -> tuple[str, ...]:
         found.append("rows:many")
     if total_rows > GRID_AXIS_LIMIT:
         found.append("rows:grid")
-    if total_rows * spec.length > FLOAT_OFFSET_ELEMENTS:
-        found.append("offsets:float-exact")
-    if total_rows * spec.length > WIDE_OFFSET_ELEMENTS:
-        found.append("offsets:wide")
+    found.extend(offset_features(total_rows * spec.length))
     if spec.length > LONG_FEATURE_LENGTH:
         found.append("len:long")
     if spec.explicit is not None:
@@ -751,10 +749,7 @@ def _softmax_config(dtypes, caps, max_length, max_rows, special_values, masks, e
     for value, name in ((probe_entries, "probe_entries"), (grid_rows, "grid_rows")):
         check_argument(isinstance(value, int) and not isinstance(value, bool) and value >= 0,
                        f"{name} must be a non-negative int, got {value!r}")
-    wide_elements = WIDE_OFFSET_ELEMENTS if wide_elements is None else wide_elements
-    check_argument(wide_elements in (FLOAT_OFFSET_ELEMENTS, WIDE_OFFSET_ELEMENTS),
-                   f"wide_elements must be lengths.FLOAT_OFFSET_ELEMENTS ({FLOAT_OFFSET_ELEMENTS}) or "
-                   f"lengths.WIDE_OFFSET_ELEMENTS ({WIDE_OFFSET_ELEMENTS}), got {wide_elements!r}")
+    wide_elements = wide_elements_or_default(wide_elements)
     for value, name in ((long_rows, "long_rows"), (many_rows, "many_rows"), (four_d, "four_d"),
                         (wide_offsets, "wide_offsets")):
         check_bool(value, name)
