@@ -18,6 +18,7 @@ the graph timing (BENCHMARKS.md, eleventh session).
     python bench/softmax.py --out results/softmax.json
     python bench/softmax.py --dtypes fp32 --ns 65536 --sweep   # also time schedule variants
     python bench/softmax.py --ns 16384,65536 --sweep --variants coop   # cooperative variants only
+    python bench/softmax.py --ns 1048576 --sweep --variants spans   # the spans schedule's launch shapes
 
 Each "ours" line ends with the schedule that ran (kernels.triton_softmax.schedule_for).
 
@@ -199,6 +200,18 @@ def sweep_variants(n: int, dtype_name: str):
         variants += [(f"pieces_w{w}", {}, {"pieces_warps": w, **off}) for w in (2, 4, 8, 16)]
         if dtype_name == "fp32":
             variants.append(("fast_pieces_off", {"precise": False}, {"row_pieces": False}))
+    if n >= 65536:
+        # the spans schedule (SPANS_LONG): spans streamed through the L2 with the cooperative
+        # exchange; block x warps, programs a SM (capped by the registers), span, lag
+        paths = [("spans", {})] + ([("fast_spans", {"precise": False})] if dtype_name == "fp32" else [])
+        shapes = ((2048, 8, 4, 4096, True), (2048, 8, 4, 8192, True), (2048, 8, 4, 2048, True),
+                  (2048, 8, 4, 4096, False), (2048, 8, 2, 8192, True), (2048, 8, 6, 4096, True),
+                  (1024, 4, 8, 4096, True), (1024, 4, 8, 2048, True), (4096, 8, 4, 4096, True),
+                  (4096, 16, 2, 8192, True), (4096, 8, 2, 16384, True))
+        variants += [(f"{tag}_b{b}_w{w}_k{k}_s{sp}" + ("" if lag else "_nolag"), kw,
+                      {"spans": True, "spans_block": b, "spans_warps": w, "spans_per_sm": k, "spans_span": sp,
+                       "spans_lag": lag})
+                     for tag, kw in paths for b, w, k, sp, lag in shapes if sp < n]
     if dtype_name == "fp32":
         variants.append(("fast", {"precise": False}, {}))
         if 8192 <= n <= 16384:
@@ -313,7 +326,9 @@ def bench_case(dtype_name: str, n: int, total: int, sweep: bool, warmup: float, 
                     softmax(x, **kw)
                 if counts:
                     extra, again = counts[0].tolist()
-                    plan = triton_softmax._cooperative_plan(rows, n, dtype, sms, kw.get("precise", True))
+                    precise = kw.get("precise", True)
+                    plan = (triton_softmax._spans_plan(rows, n, dtype, sms, precise)
+                            or triton_softmax._cooperative_plan(rows, n, dtype, sms, precise))
                     pairs = rows * (plan.num_chunks if plan else 1)
                     r["polls"] = {"extra": extra, "polled_again": again, "row_programs": pairs}
         except triton.runtime.errors.OutOfResources as e:  # a sweep's launch past the SM's shared memory

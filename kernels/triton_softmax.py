@@ -33,6 +33,12 @@ Four schedules compute the same function:
   kernel, see ``_wants_cooperative``), and with chunks held by
   several programs a SM for float32 rows of 16385..1M and 16-bit rows of 65537..1M
   (``COOP_LONG``, launched per path and row length).
+* **spans** -- cooperative split rows streamed through the L2: each program of a group
+  streams its span of the row in blocks, as the online schedule streams a whole row, and
+  only the spans' ``(m, l)`` cross programs; the second sweep finds its span (or, on the
+  precise float32 path, the exponentials the first sweep wrote) in the L2.  A row's programs
+  need not hold it on chip, so a long row does not take every program of the GPU at a few
+  warps each (``_softmax_spans_kernel``; SPANS_LONG, not yet the default: SPANS_BY_DEFAULT).
 
 :func:`schedule_for` says which schedule a call takes.
 
@@ -44,6 +50,7 @@ NaN or ``+inf`` gives NaN throughout (LSE NaN); no row affects another.
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Iterator
 from typing import NamedTuple
 
@@ -278,6 +285,53 @@ def long_row_launch(n_cols: int, dtype: torch.dtype, precise: bool) -> LongRowLa
     return next((t for t in table if n_cols <= t.max_cols), table[-1])
 
 
+class SpansLaunch(NamedTuple):
+    """The spans schedule's launch for rows of up to ``max_cols`` (see SPANS_LONG)."""
+    max_cols: int
+    block: int  # BLOCK_N: elements a program streams at a time
+    warps: int
+    per_sm: int  # programs a SM at most (the launch caps it at what the registers allow)
+    span: int  # elements of a row one program streams (a multiple of block)
+    lag: bool = True  # the group's next row's first sweep before the poll
+
+
+#: Long rows on the spans schedule (``_softmax_spans_kernel``): per path, the first entry that
+#: holds the row.  Not yet measured on a GPU: SPANS_BY_DEFAULT is off, and these shapes are
+#: the sweep's starting point (``bench/softmax.py --sweep --variants spans``): 8-warp blocks of
+#: 2048 (8 float32 a thread), 4 programs a SM (32 warps), and spans of 4096 float32 elements
+#: (8192 16-bit), so that with the lag the rows in flight take ~16 MiB of the L2 (528 programs,
+#: two spans each).
+SPANS_LONG = {
+    "precise": (SpansLaunch(1 << 20, 2048, 8, 4, 4096),),
+    "fast": (SpansLaunch(1 << 20, 2048, 8, 4, 4096),),
+    "16-bit": (SpansLaunch(1 << 20, 2048, 8, 4, 8192),),
+}
+#: Rows up to this length (per path) do not take the spans schedule by default.
+SPANS_MIN = {"precise": 262144, "fast": 262144, "16-bit": 262144}
+#: Whether the default takes SPANS_LONG (off until a GPU sweep measures it).
+SPANS_BY_DEFAULT = False
+
+
+def spans_launch(n_cols: int, dtype: torch.dtype, precise: bool) -> SpansLaunch | None:
+    """The launch of the spans schedule for rows of ``n_cols``: SPANS_LONG's entry (None for
+    rows of up to SPANS_MIN or past the table, or with SPANS_BY_DEFAULT off), or with
+    ``TUNING["spans"]`` True the table's entry for any length; the ``spans_*`` keys override
+    its fields."""
+    forced = TUNING["spans"]
+    path = "16-bit" if dtype != torch.float32 else "precise" if precise else "fast"
+    if forced is False or (forced is None and (not SPANS_BY_DEFAULT or n_cols <= SPANS_MIN[path])):
+        return None
+    table = SPANS_LONG[path]
+    base = next((t for t in table if n_cols <= t.max_cols), None)
+    if base is None:
+        if not forced:
+            return None
+        base = table[-1]
+    return SpansLaunch(base.max_cols, int(_tuned("spans_block", base.block)), int(_tuned("spans_warps", base.warps)),
+                       int(_tuned("spans_per_sm", base.per_sm)), int(_tuned("spans_span", base.span)),
+                       bool(_tuned("spans_lag", base.lag)))
+
+
 #: How many times a program of the cooperative schedule polls for its partners' statistics
 #: before it computes them itself from the input (a poll is an L2 round trip, ~1 us: tens of
 #: ms in all, against a few us for a partner to publish; see _softmax_cooperative_kernel).
@@ -286,7 +340,7 @@ COOP_SPIN_LIMIT = 1 << 15
 # ends: poll twice (the polling loop still runs) and rebuild the rest.
 _INTERPRETER_SPINS = 2
 #: The names schedule_for returns.
-SCHEDULES = ("rows", "pipelined", "online", "split", "cooperative")
+SCHEDULES = ("rows", "pipelined", "online", "split", "cooperative", "spans")
 #: Launch overrides for benchmarks (bench/softmax.py --sweep); None keeps the heuristics.
 #: ``cooperative``: None lets schedule_for decide, False never takes the cooperative
 #: schedule, True takes it for every row it can hold (tests use this to run it on short
@@ -312,13 +366,18 @@ SCHEDULES = ("rows", "pipelined", "online", "split", "cooperative")
 #: path for 16-bit rows off 16-byte boundaries (None: on where it applies; False: off).
 #: ``row_pieces``: the single pass holds rows that are not a power of two long, or start off
 #: 16-byte boundaries, in pieces (``_softmax_row_pieces_kernel``; None: on; False: off).
+#: ``spans``: the spans schedule (None: as SPANS_LONG and SPANS_BY_DEFAULT say; True: for
+#: every row it can take, under the interpreter too; False: never); ``spans_block``,
+#: ``spans_warps``, ``spans_per_sm``, ``spans_span``, ``spans_lag``: its launch's shape.
 TUNING: dict = {"rows_warps": None, "stream_warps": None, "stream_block": None,
                 "online_programs_per_sm": None, "rows_block_r": None,
                 "cooperative": None, "coop_chunk": None, "coop_warps": None, "coop_groups": None,
                 "coop_programs_per_sm": None, "coop_lag": None, "coop_hold_x": None, "coop_early_poll": None,
                 "l2_hints": None, "lane_stats": None, "keep_p": None, "online_maxnreg": None, "sum_f64": None,
                 "pipelined": None, "pipe_warps": None, "pipe_stages": None, "pipe_per_sm": None,
-                "align_rows": None, "row_pieces": None, "pieces_warps": None}
+                "align_rows": None, "row_pieces": None, "pieces_warps": None,
+                "spans": None, "spans_block": None, "spans_warps": None, "spans_per_sm": None, "spans_span": None,
+                "spans_lag": None}
 
 
 def _tuned(key: str, default):
@@ -653,7 +712,8 @@ def _span_normalize(x_row, y_row, lo, hi, shift, l, BLOCK_N: tl.constexpr, PRECI
 
 
 @triton.jit
-def _span_exp_kept(x_row, p_row, m_row, lo, hi, BLOCK_N: tl.constexpr, KEEP: tl.constexpr, DROP: tl.constexpr):
+def _span_exp_kept(x_row, p_row, m_row, lo, hi, BLOCK_N: tl.constexpr, KEEP: tl.constexpr, DROP: tl.constexpr,
+                   STORE: tl.constexpr = True):
     """First sweep of the precise float32 path that keeps its exponentials: (m, l) of
     x_row[lo:hi], with l in float64, and per block b (elements [lo + b BLOCK_N, ...)):
     ``p = exp(x - safe_max(m_b))`` written to p_row (the output row, float32) and the running
@@ -663,7 +723,8 @@ def _span_exp_kept(x_row, p_row, m_row, lo, hi, BLOCK_N: tl.constexpr, KEEP: tl.
     sum of its p; the weights and the running sum are float64 (~1e-15 relative), so l is as
     accurate as the block sums (~1 rounding of the sum of the float32 p), and rows never
     round a float32 rescale factor.  Each element's input is read once (DROP) and its p
-    stays in L2 (KEEP) for :func:`_span_rescale`.
+    stays in L2 (KEEP) for :func:`_span_rescale`.  ``STORE`` False writes nothing: the same
+    (m, l) for a program that rebuilds a late partner's statistics (``_spans_row_stats``).
     """
     offs = tl.arange(0, BLOCK_N)
     m = tl.full([], float("-inf"), tl.float32)
@@ -682,8 +743,9 @@ def _span_exp_kept(x_row, p_row, m_row, lo, hi, BLOCK_N: tl.constexpr, KEEP: tl.
         # exp(-inf - shift) = 0 while nothing finite has been seen; NaN once m is +inf.
         alpha = tl.exp(m.to(tl.float64) - shift.to(tl.float64))
         l = l * alpha + (s_hi.to(tl.float64) + s_lo.to(tl.float64))
-        tl.store(p_row + cols, p, mask=cols < hi, eviction_policy=KEEP)
-        tl.store(m_row + b, m_new)
+        if STORE:
+            tl.store(p_row + cols, p, mask=cols < hi, eviction_policy=KEEP)
+            tl.store(m_row + b, m_new)
         m = m_new
         b += 1
         x = x_next
@@ -906,6 +968,27 @@ def _poll_slots(slots, n_chunks, c, BLOCK_S: tl.constexpr):
 
 
 @triton.jit
+def _await_slots(slots, packed, n_chunks, c, spin_limit, counts, BLOCK_S: tl.constexpr, COUNT_SPINS: tl.constexpr):
+    """(m_c, l_c, missing): a row's published statistics from a first poll of its slots
+    (``packed``), polled again at most ``spin_limit`` times while any is missing; a slot still
+    unpublished has ``l_c == _COOP_EMPTY_L`` and ``missing`` counts them.  With
+    ``COUNT_SPINS`` the program adds its polls after the first to ``counts[0]`` and 1 to
+    ``counts[1]`` when it polled again at all."""
+    mc, lc = _unpack_stats(packed)
+    missing = tl.sum((lc == _COOP_EMPTY_L).to(tl.int32), axis=0)
+    spins = spin_limit * 0
+    while (missing > 0) & (spins < spin_limit):
+        packed = _poll_slots(slots, n_chunks, c, BLOCK_S)
+        mc, lc = _unpack_stats(packed)
+        missing = tl.sum((lc == _COOP_EMPTY_L).to(tl.int32), axis=0)
+        spins += 1
+    if COUNT_SPINS:
+        tl.atomic_add(counts, spins.to(tl.int64), sem="relaxed")
+        tl.atomic_add(counts + 1, (spins > 0).to(tl.int64), sem="relaxed")
+    return mc, lc, missing
+
+
+@triton.jit
 def _cooperative_row_stats(x_row, slots, packed, n_cols, n_chunks, c, m_own, l_own, spin_limit, counts,
                            CHUNK: tl.constexpr, BLOCK_S: tl.constexpr, PRECISE: tl.constexpr,
                            COUNT_SPINS: tl.constexpr):
@@ -921,17 +1004,7 @@ def _cooperative_row_stats(x_row, slots, packed, n_cols, n_chunks, c, m_own, l_o
     """
     idx = tl.arange(0, BLOCK_S)
     valid = idx < n_chunks
-    mc, lc = _unpack_stats(packed)
-    missing = tl.sum((lc == _COOP_EMPTY_L).to(tl.int32), axis=0)
-    spins = spin_limit * 0
-    while (missing > 0) & (spins < spin_limit):
-        packed = _poll_slots(slots, n_chunks, c, BLOCK_S)
-        mc, lc = _unpack_stats(packed)
-        missing = tl.sum((lc == _COOP_EMPTY_L).to(tl.int32), axis=0)
-        spins += 1
-    if COUNT_SPINS:
-        tl.atomic_add(counts, spins.to(tl.int64), sem="relaxed")
-        tl.atomic_add(counts + 1, (spins > 0).to(tl.int64), sem="relaxed")
+    mc, lc, missing = _await_slots(slots, packed, n_chunks, c, spin_limit, counts, BLOCK_S, COUNT_SPINS)
     if missing > 0:
         # A partner is late (not resident, or the interpreter, which runs programs one by
         # one): read its chunk from the input.  Slow but correct; never taken in a normal
@@ -1110,6 +1183,154 @@ def _softmax_cooperative_kernel(
         x = x_next
 
 
+@triton.jit
+def _span_first(x_row, y_row, m_buf, lo, hi, BLOCK_N: tl.constexpr, PRECISE: tl.constexpr, KEEP_P: tl.constexpr,
+                LANES: tl.constexpr, STORE: tl.constexpr, KEEP: tl.constexpr, DROP: tl.constexpr):
+    """(m, l) of x_row[lo:hi], l rounded to float32 (as published), by the first sweep of the
+    spans schedule: with ``KEEP_P`` the precise path that writes its exponentials and block
+    maxima for the rescale (``STORE``), else the streamed statistics of the online schedule."""
+    if KEEP_P:
+        m, l64 = _span_exp_kept(x_row, y_row, m_buf, lo, hi, BLOCK_N, KEEP, DROP, STORE)
+        l = l64.to(tl.float32)
+    elif LANES:
+        m, l = _span_stats_lanes(x_row, lo, hi, BLOCK_N, KEEP)
+    else:
+        m, l = _span_stats(x_row, lo, hi, BLOCK_N, PRECISE, KEEP)
+    return m, l
+
+
+@triton.jit
+def _span_bounds(j, span, n_cols, HI_ALIGN: tl.constexpr):
+    # HI_ALIGN divides n_cols and span, hence hi: stated, so the masks keep 16-byte accesses.
+    lo = j * span
+    return lo, tl.multiple_of(tl.minimum(lo + span, n_cols), HI_ALIGN)
+
+
+@triton.jit
+def _spans_row_stats(x_row, slots, packed, n_cols, n_spans, span, c, m_own, l_own, spin_limit, counts,
+                     BLOCK_N: tl.constexpr, BLOCK_S: tl.constexpr, HI_ALIGN: tl.constexpr, PRECISE: tl.constexpr,
+                     KEEP_P: tl.constexpr, LANES: tl.constexpr, COUNT_SPINS: tl.constexpr):
+    """(shift, l in float64) of a row from its spans' published statistics (span c is ours),
+    as _cooperative_row_stats: a span still unpublished after the polls is computed here from
+    the input by the publisher's own first sweep (writing nothing)."""
+    idx = tl.arange(0, BLOCK_S)
+    valid = idx < n_spans
+    mc, lc, missing = _await_slots(slots, packed, n_spans, c, spin_limit, counts, BLOCK_S, COUNT_SPINS)
+    if missing > 0:
+        for j in range(0, n_spans):
+            lj = tl.sum(tl.where(idx == j, lc, 0.0), axis=0)
+            if lj == _COOP_EMPTY_L:
+                lo, hi = _span_bounds(j, span, n_cols, HI_ALIGN)
+                mj, lj = _span_first(x_row, x_row, x_row, lo, hi, BLOCK_N, PRECISE, KEEP_P, LANES, False, "", "")
+                mc = tl.where(idx == j, mj, mc)
+                lc = tl.where(idx == j, lj, lc)
+    mc = tl.where(idx == c, m_own, tl.where(valid, mc, float("-inf")))
+    lc = tl.where(idx == c, l_own, tl.where(valid, lc, 0.0))
+    return _merge_f64(mc, lc)
+
+
+@triton.jit
+def _softmax_spans_kernel(
+    X, Y, LSE, SLOTS, MAXES, n_rows, n_cols, stride_xr, stride_yr, n_spans, span, spin_limit,
+    BLOCK_N: tl.constexpr, BLOCK_S: tl.constexpr, HI_ALIGN: tl.constexpr, PRECISE: tl.constexpr,
+    WRITE_Y: tl.constexpr, WRITE_LSE: tl.constexpr, KEEP_P: tl.constexpr, LANES: tl.constexpr,
+    LAG: tl.constexpr, KEEP: tl.constexpr, DROP: tl.constexpr, COUNT_SPINS: tl.constexpr = False,
+):
+    """Cooperative split rows streamed through the L2: long rows without holding them on chip.
+
+    The cooperative kernel holds each program's chunk in registers from its load to its
+    store, so a row of 1M float32 (4 MiB) takes every program of the GPU at a few warps each:
+    one group, a global exchange per row, and little to overlap it with.  Here a program
+    streams its span of the row in blocks, as the online schedule streams a whole row, and
+    only the span's statistics cross programs.
+
+    Layout.  ``n_groups * n_spans`` persistent programs; program ``pid`` is span
+    ``c = pid % n_spans`` (columns ``[c * span, (c + 1) * span)``, ``span`` a multiple of
+    BLOCK_N) of group ``pid // n_spans``, which walks rows ``g, g + n_groups, ...``.
+
+    Per row: a first sweep over the span (``_span_first``): on the precise float32 path with an
+    output (``KEEP_P``) ``_span_exp_kept`` writes ``p = exp(x - m_b)`` into the output row,
+    kept in the L2, and each block's running maximum ``m_b`` into ``MAXES`` (per program, two
+    rows' worth); otherwise the online schedule's statistics (per-lane on the fast float32
+    path, ``LANES``) with the input kept in the L2.  Publish ``(m, l)`` as the cooperative
+    kernel does (one 64-bit word per span in ``SLOTS``, filled unpublished by the host), poll
+    the row's other spans, merge in float64, then a second sweep over the span: the rescale
+    ``y = p * (exp(m_b - shift) / l)`` (``_span_rescale``) or ``y = exp(x - shift) / l`` from
+    the input again (``_span_normalize``).  Both sweeps' second reads hit the L2 when the rows
+    in flight fit there: the host sizes ``span`` so that they do.
+
+    Lag (``LAG``): the first sweep of the group's next row runs before the poll for this row,
+    so partners have had a whole sweep to publish (two rows in flight per group).
+
+    Residency and late partners: as ``_softmax_cooperative_kernel`` (a program that polls
+    ``spin_limit`` times in vain computes the missing spans' statistics from the input with
+    the same code); the host launches no more programs than the SMs hold at once.
+
+    Contract and error: those of the online schedule row by row: ``-inf`` entries give 0, an
+    all ``-inf`` row zeros (LSE ``-inf``), NaN or ``+inf`` in a row NaN throughout; precise
+    float32 as the online schedule's kept exponentials (~1 ulp exponential, float64 block
+    weights and ``1 / l``, one final rounding) with each span's ``l`` rounded once to
+    float32 for the exchange (at most half an ulp of ``l``, as the cooperative kernel's
+    chunks).  Fast path and 16-bit inputs: hardware exp2 and plain sums, as the online schedule.
+    """
+    pid = tl.program_id(0)
+    group = pid // n_spans
+    c = pid - group * n_spans
+    n_groups = tl.num_programs(0) // n_spans
+    lo, hi = _span_bounds(c, span, n_cols, HI_ALIGN)
+    n_blocks = span // BLOCK_N
+    maxes = MAXES + pid.to(tl.int64) * (2 * n_blocks)  # KEEP_P: two rows' block maxima
+    counts = SLOTS + n_rows * n_spans  # COUNT_SPINS only: two words after the slots
+    m_own = tl.full([], float("-inf"), tl.float32)
+    l_own = tl.zeros([], tl.float32)
+    if LAG:
+        first = tl.zeros([], tl.int64) + group  # the host makes n_groups <= n_rows
+        m_own, l_own = _span_first(X + first * stride_xr, Y + first * stride_yr, maxes, lo, hi, BLOCK_N, PRECISE,
+                                   KEEP_P, LANES, True, KEEP, DROP)
+        _coop_publish(SLOTS + first * n_spans, c, m_own, l_own, first < n_rows)
+    k = 0
+    for row in range(group, n_rows, n_groups):
+        row64 = tl.zeros([], tl.int64) + row  # 64-bit offsets; row is a plain int when interpreted
+        x_row = X + row64 * stride_xr
+        y_row = Y + row64 * stride_yr
+        m_buf = maxes + (k % 2) * n_blocks
+        if LAG:
+            m_c, l_c = m_own, l_own
+            ahead = row64 + n_groups
+            if ahead < n_rows:
+                m_own, l_own = _span_first(X + ahead * stride_xr, Y + ahead * stride_yr,
+                                           maxes + ((k + 1) % 2) * n_blocks, lo, hi, BLOCK_N, PRECISE, KEEP_P,
+                                           LANES, True, KEEP, DROP)
+                _coop_publish(SLOTS + ahead * n_spans, c, m_own, l_own, ahead < n_rows)
+        else:
+            m_c, l_c = _span_first(x_row, y_row, m_buf, lo, hi, BLOCK_N, PRECISE, KEEP_P, LANES, True, KEEP, DROP)
+            _coop_publish(SLOTS + row64 * n_spans, c, m_c, l_c, row64 < n_rows)
+        slots = SLOTS + row64 * n_spans
+        if WRITE_Y:
+            packed = _poll_slots(slots, n_spans, c, BLOCK_S)
+            shift, l = _spans_row_stats(x_row, slots, packed, n_cols, n_spans, span, c, m_c, l_c, spin_limit,
+                                        counts, BLOCK_N, BLOCK_S, HI_ALIGN, PRECISE, KEEP_P, LANES, COUNT_SPINS)
+            if KEEP_P:
+                # The rescale reads p and maxima other threads of this program wrote (a CTA
+                # barrier orders global memory too); the second barrier keeps the first sweep
+                # two rows on from overwriting maxima a slower warp has not read yet.
+                tl.debug_barrier()
+                _span_rescale(y_row, m_buf, lo, hi, shift, l, BLOCK_N, DROP)
+                tl.debug_barrier()
+            else:
+                _span_normalize(x_row, y_row, lo, hi, shift, l.to(tl.float32), BLOCK_N, PRECISE, DROP)
+            if WRITE_LSE:
+                if c == 0:
+                    tl.store(LSE + row64, _lse(shift.to(tl.float64), l).to(tl.float32))
+        else:
+            if c == 0:  # only the LSE is wanted: one program a group merges
+                packed = _poll_slots(slots, n_spans, c, BLOCK_S)
+                shift, l = _spans_row_stats(x_row, slots, packed, n_cols, n_spans, span, c, m_c, l_c, spin_limit,
+                                            counts, BLOCK_N, BLOCK_S, HI_ALIGN, PRECISE, KEEP_P, LANES, COUNT_SPINS)
+                tl.store(LSE + row64, _lse(shift.to(tl.float64), l).to(tl.float32))
+        k += 1
+
+
 def _rows_config(n_cols_pow2: int) -> tuple[int, int]:
     """(rows per program, num_warps) for the single-pass kernel."""
     block_r = max(1, min(16, 2048 // n_cols_pow2))
@@ -1241,8 +1462,32 @@ def _cooperative_plan(n_rows: int, n_cols: int, dtype: torch.dtype, sms: int, pr
                  lag=lag, early_poll=early, hold_x=hold_x, sum64=sum64)
 
 
+def _spans_plan(n_rows: int, n_cols: int, dtype: torch.dtype, sms: int, precise: bool) -> _Plan | None:
+    """Launch parameters of the spans schedule (``_softmax_spans_kernel``), or None where it
+    does not apply (see spans_launch) or a row needs more spans than the grid may hold.
+    ``groups`` assumes ``per_sm`` programs fit on a SM; the launch lowers it to what the
+    compiled kernel allows."""
+    launch = spans_launch(n_cols, dtype, precise)
+    if launch is None:
+        return None
+    for key, value in (("spans_block", launch.block), ("spans_span", launch.span)):
+        if value < 16 or value & (value - 1):
+            raise ValueError(f"TUNING[{key!r}] must be a power of two of at least 16, got {value}")
+    block = min(launch.block, triton.next_power_of_2(n_cols))
+    span = max(block, launch.span)
+    n_spans = triton.cdiv(n_cols, span)
+    slots = sms * launch.per_sm
+    if n_spans > slots:
+        return None
+    fast32 = dtype == torch.float32 and not precise
+    return _Plan("spans", block=block, num_warps=launch.warps, chunk=span, num_chunks=n_spans,
+                 groups=max(1, min(slots // n_spans, n_rows)), lag=launch.lag and n_rows > 1,
+                 lanes=fast32 or dtype != torch.float32, keep_p=precise and dtype == torch.float32)
+
+
 def _plan(n_rows: int, n_cols: int, dtype: torch.dtype, sms: int, interpreted: bool, l2_bytes: int,
-          block_size: int | None, num_chunks: int | None, precise: bool, cooperative_ok: bool = True) -> _Plan:
+          block_size: int | None, num_chunks: int | None, precise: bool, cooperative_ok: bool = True,
+          spans_ok: bool = True) -> _Plan:
     precise = dtype == torch.float32 and precise
     block = block_size if block_size is not None else _single_block(dtype)
     if block < 1 or block & (block - 1):
@@ -1263,6 +1508,10 @@ def _plan(n_rows: int, n_cols: int, dtype: torch.dtype, sms: int, interpreted: b
             return _Plan("online", block=online16.block, num_warps=online16.warps,
                          programs=min(n_rows, online16.per_sm * sms), lanes=True,
                          maxnreg=int(_tuned("online_maxnreg", online16.maxnreg)))
+    if spans_ok and block_size is None and num_chunks is None and (TUNING["spans"] or not interpreted):
+        plan = _spans_plan(n_rows, n_cols, dtype, sms, precise)
+        if plan is not None:
+            return plan
     if cooperative_ok and block_size is None and num_chunks is None and coop is not False:
         if coop or (not interpreted and _wants_cooperative(n_cols, dtype, precise)):
             plan = _cooperative_plan(n_rows, n_cols, dtype, sms, precise)
@@ -1349,7 +1598,8 @@ def schedule_for(n_rows: int, n_cols: int, dtype: torch.dtype, device: torch.dev
     """The schedule :func:`softmax` takes for ``n_rows`` rows of ``n_cols``: one of ``SCHEDULES``.
 
     ``"rows"`` single pass, ``"online"`` one program per row, ``"split"`` split rows in two
-    kernels, ``"cooperative"`` cooperative split rows (on a GPU by default for float32 rows of
+    kernels, ``"spans"`` cooperative split rows streamed through the L2 (where SPANS_LONG
+    applies, or forced by ``TUNING["spans"]``), ``"cooperative"`` cooperative split rows (on a GPU by default for float32 rows of
     16384..1M on the precise path (of 8193..16383 only under ``TUNING["row_pieces"] = False``)
     and 16385..1M on the fast one, and 16-bit rows of 65537..1M,
     where the rows fill the resident programs, see ``_wants_cooperative``, except 16-bit rows
@@ -1383,10 +1633,14 @@ def _launch(x2: torch.Tensor, y2: torch.Tensor | None, lse: torch.Tensor | None,
     plan_args = (n_rows, n_cols, x2.dtype, num_sms(x2.device), interpreted, _l2_bytes(x2.device),
                  block_size, num_chunks, precise)
     plan = _cached_plan(plan_args)
+    if plan.name == "spans":
+        if _launch_spans(plan, x2, y_arg, lse_arg, stride_y, precise, write_y, write_lse, interpreted):
+            return
+        plan = _plan(*plan_args, spans_ok=False)
     if plan.name == "cooperative":
         if _launch_cooperative(plan, x2, y_arg, lse_arg, stride_y, precise, write_y, write_lse, interpreted):
             return
-        plan = _plan(*plan_args, cooperative_ok=False)
+        plan = _plan(*plan_args, cooperative_ok=False, spans_ok=False)
     flags = dict(PRECISE=_precise_arg(plan, precise), WRITE_Y=write_y, WRITE_LSE=write_lse, num_warps=plan.num_warps)
     # The streamed schedules read a row twice: ask the L2 to keep the first sweep's lines and
     # to drop the second sweep's reads and the output first.  Measured on the H200 (16:26 UTC,
@@ -1505,6 +1759,46 @@ def _launch_cooperative(plan: _Plan, x2: torch.Tensor, y_arg: torch.Tensor, lse_
     return True
 
 
+def spans_constexprs(plan: _Plan, n_cols: int, precise: bool, write_y: bool, write_lse: bool) -> dict:
+    """The compile-time arguments (and ``num_warps``) of ``_softmax_spans_kernel`` for
+    ``plan``; ``precise`` as the launch passes it (float32 only)."""
+    keep_p = plan.keep_p and write_y
+    # The second read of every element should find the L2: keep the first sweep's lines (the
+    # input, or the kept exponentials) and drop the second's and the output.
+    return dict(BLOCK_N=plan.block, BLOCK_S=max(32 * plan.num_warps, triton.next_power_of_2(plan.num_chunks)),
+                HI_ALIGN=math.gcd(n_cols, 16), PRECISE=precise, WRITE_Y=write_y, WRITE_LSE=write_lse,
+                KEEP_P=keep_p, LANES=plan.lanes and not precise, LAG=plan.lag, KEEP="evict_last",
+                DROP="evict_first", num_warps=plan.num_warps, COUNT_SPINS=_POLL_COUNTS is not None)
+
+
+def _launch_spans(plan: _Plan, x2: torch.Tensor, y_arg: torch.Tensor, lse_arg: torch.Tensor, stride_y: int,
+                  precise: bool, write_y: bool, write_lse: bool, interpreted: bool) -> bool:
+    """Launch the spans kernel for ``plan``; False (nothing launched) where the compiled kernel
+    cannot hold a row's programs on the GPU at once."""
+    n_rows, n_cols = x2.shape
+    slots = torch.full((n_rows * plan.num_chunks,), _COOP_EMPTY, device=x2.device, dtype=torch.int64)
+    if _POLL_COUNTS is not None:
+        slots = torch.cat([slots, slots.new_zeros(2)])
+        _POLL_COUNTS.append(slots[-2:])
+    consts = spans_constexprs(plan, n_cols, precise, write_y, write_lse)
+    groups = plan.groups
+    n_blocks = plan.chunk // plan.block
+    maxes = x2
+    args = [x2, y_arg, lse_arg, slots, maxes, n_rows, n_cols, x2.stride(0), stride_y, plan.num_chunks, plan.chunk,
+            _INTERPRETER_SPINS if interpreted else COOP_SPIN_LIMIT]
+    if not interpreted:
+        fit = _resident_per_sm(x2.device, tuple(args), consts, _softmax_spans_kernel)
+        if fit:
+            sms = num_sms(x2.device)
+            if fit * sms < plan.num_chunks:
+                return False
+            groups = max(1, min(groups, fit * sms // plan.num_chunks))
+    if consts["KEEP_P"]:
+        args[4] = torch.empty((groups * plan.num_chunks * 2 * n_blocks,), device=x2.device, dtype=torch.float32)
+    _softmax_spans_kernel[(groups * plan.num_chunks,)](*args, **consts)
+    return True
+
+
 _POLL_COUNTS: list | None = None
 
 
@@ -1525,42 +1819,48 @@ def counting_cooperative_polls() -> Iterator[list]:
 
 @contextlib.contextmanager
 def recording_cooperative_grids(grids: list) -> Iterator[list]:
-    """Within the block, append the grid of every launch of the cooperative kernel to
-    ``grids`` (the launch decides the grid from the compiled kernel's registers, so this is
-    how a caller sees how many programs ran)."""
-    global _softmax_cooperative_kernel
-    kernel = _softmax_cooperative_kernel
+    """Within the block, append the grid of every launch of the cooperative kernel and of the
+    spans kernel to ``grids`` (the launch decides the grid from the compiled kernel's
+    registers, so this is how a caller sees how many programs ran)."""
+    global _softmax_cooperative_kernel, _softmax_spans_kernel
+    kernels = _softmax_cooperative_kernel, _softmax_spans_kernel
 
     class Recorder:
+        def __init__(self, kernel):
+            self.kernel = kernel
+            self.__name__ = kernel.__name__
+
         def __getitem__(self, grid):
             grids.append(grid)
-            return kernel[grid]
+            return self.kernel[grid]
 
         def warmup(self, *args, **kwargs):  # compiles without launching (_resident_per_sm)
-            return kernel.warmup(*args, **kwargs)
+            return self.kernel.warmup(*args, **kwargs)
 
-    _softmax_cooperative_kernel = Recorder()
+    _softmax_cooperative_kernel, _softmax_spans_kernel = (Recorder(k) for k in kernels)
     try:
         yield grids
     finally:
-        _softmax_cooperative_kernel = kernel
+        _softmax_cooperative_kernel, _softmax_spans_kernel = kernels
 
 
 _RESIDENT_PER_SM: dict = {}
 
 
-def _resident_per_sm(device: torch.device, args: tuple, consts: dict) -> int | None:
-    """How many programs of the cooperative kernel compiled for ``consts`` one SM holds at
-    once (by registers, threads and shared memory), or None where Triton does not say.
+def _resident_per_sm(device: torch.device, args: tuple, consts: dict, kernel=None) -> int | None:
+    """How many programs of the cooperative kernel (or ``kernel``) compiled for ``consts`` one
+    SM holds at once (by registers, threads and shared memory), or None where Triton does not
+    say.
 
     Cached per device and compilation; the first call compiles (``warmup``) and loads the
     kernel to read its register count.
     """
-    key = (device, tuple(sorted(consts.items())), args[0].dtype, args[1].dtype)
+    kernel = _softmax_cooperative_kernel if kernel is None else kernel
+    key = (device, kernel.__name__, tuple(sorted(consts.items())), args[0].dtype, args[1].dtype)
     if key not in _RESIDENT_PER_SM:
         fit = None
         try:
-            kernel = _softmax_cooperative_kernel.warmup(*args, grid=(1,), **consts)
+            kernel = kernel.warmup(*args, grid=(1,), **consts)
             kernel._init_handles()  # loads the binary: sets n_regs
             n_regs, shared, warps = kernel.n_regs, kernel.metadata.shared, kernel.metadata.num_warps
         except (AttributeError, TypeError):

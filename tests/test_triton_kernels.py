@@ -859,6 +859,91 @@ def test_softmax_cooperative_poll_counts(tuning, coop_grids):
     assert len(counts) == 1 and len(coop_grids) == 4
 
 
+# The spans schedule on CPU-sized rows: blocks of 32 in spans of 64 (300 columns: 5 spans, the
+# last one ragged), 2 programs a SM of the interpreter's 4: one group walking 9 rows.  Programs
+# run one after another there, so the first of a group poll in vain and rebuild their partners'
+# spans from the input, the last merges what was published: both paths run.
+SPANS_SMALL = dict(spans=True, spans_block=32, spans_span=64, spans_per_sm=2)
+
+
+@pytest.mark.parametrize("dtype,precise", [(F32, True), (F32, False), (F16, True), (BF16, True)])
+def test_softmax_spans_forced(dtype, precise, tuning, coop_grids):
+    tuning.update(SPANS_SMALL)
+    x = special_rows(300, dtype)
+    assert schedule_for(9, 300, dtype, DEVICE, precise=precise) == "spans"
+    y, lse = softmax(x, return_lse=True, precise=precise)
+    assert coop_grids == [(5,)]
+    if precise:
+        check_special_rows(x, y, lse)
+    else:  # the fast path: hardware exp2 on the interpreter too, a few ulp
+        r, _ = ref_softmax(x)
+        assert torch.equal(y.isnan(), r.isnan())
+        ok = ~r.isnan()
+        assert torch.allclose(y[ok].double(), r[ok], rtol=2e-5, atol=1e-30)
+    # the LSE alone: the first sweep without kept exponentials (compensated sums)
+    torch.testing.assert_close(softmax_lse(x), lse, rtol=1e-6, atol=0, equal_nan=True)
+    tuning["spans"] = False
+    eps = torch.finfo(dtype).eps
+    torch.testing.assert_close(y, softmax(x, precise=precise), rtol=4 * eps, atol=torch.finfo(dtype).tiny,
+                               equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype,precise", [(F32, True), (BF16, True), (F32, False)])
+def test_softmax_spans_lag_same_bits(dtype, precise, tuning, coop_grids):
+    # The lag changes the order of work, not the arithmetic: the same bits, over several rows
+    # a group (one group of 5 programs: rows 0..9 in turn), special rows included, strided rows.
+    tuning.update(SPANS_SMALL, spans_lag=False)
+    base = torch.cat([special_rows(300, dtype), randn(2, 300, dtype=dtype, scale=3.0)])
+    x = torch.cat([base, base], dim=1)[:, 7:307]  # row stride 600, rows off 16-byte boundaries
+    plain = softmax(x, return_lse=True, precise=precise)
+    tuning["spans_lag"] = True
+    lagged = softmax(x, return_lse=True, precise=precise)
+    assert all(torch.equal(a.nan_to_num(7.0), b.nan_to_num(7.0)) and torch.equal(a.isnan(), b.isnan())
+               for a, b in zip(plain, lagged))
+    assert len(coop_grids) == 2
+
+
+def test_softmax_spans_without_waiting(tuning, coop_grids, monkeypatch):
+    # No polling at all: every program rebuilds every partner's span from the input, the
+    # path that keeps a non-resident grid from deadlocking on a GPU; and the poll counter.
+    monkeypatch.setattr(triton_softmax, "_INTERPRETER_SPINS", 0)
+    tuning.update(SPANS_SMALL)
+    x = special_rows(300, F32)
+    y, lse = softmax(x, return_lse=True)
+    check_special_rows(x, y, lse)
+    monkeypatch.setattr(triton_softmax, "_INTERPRETER_SPINS", 2)
+    with triton_softmax.counting_cooperative_polls() as counts:
+        counted = softmax(x)
+    assert torch.equal(counted.nan_to_num(7.0), y.nan_to_num(7.0)) and len(counts) == 1
+    extra, again = counts[0].tolist()
+    assert 0 < again <= 9 * 5 and again <= extra <= 2 * again
+    assert len(coop_grids) == 2
+
+
+def test_spans_plan(tuning, monkeypatch):
+    def plan(rows, n, dtype=F32, precise=True, interpreted=False):
+        return triton_softmax._plan(rows, n, dtype, GPU_SMS, interpreted, 50 << 20, None, None, precise)
+
+    assert not triton_softmax.SPANS_BY_DEFAULT or plan(64, 1 << 20).name == "spans"
+    monkeypatch.setattr(triton_softmax, "SPANS_BY_DEFAULT", True)
+    launch = triton_softmax.SPANS_LONG["precise"][0]
+    p = plan(64, 1 << 20)
+    assert (p.name, p.block, p.chunk, p.num_warps, p.keep_p, p.lanes) == (
+        "spans", launch.block, launch.span, launch.warps, True, False)
+    assert p.num_chunks == (1 << 20) // launch.span and p.groups == GPU_SMS * launch.per_sm // p.num_chunks
+    fast, half = plan(64, 1 << 20, precise=False), plan(64, 1 << 20, dtype=BF16)
+    assert fast.lanes and not fast.keep_p and half.lanes and not half.keep_p
+    assert plan(64, triton_softmax.SPANS_MIN["precise"]).name != "spans"  # short rows: other schedules
+    assert plan(64, 1 << 21).name != "spans" and plan(64, 1 << 20, interpreted=True).name != "spans"
+    tuning["spans"] = False
+    assert plan(64, 1 << 20).name == "cooperative"
+    tuning.update(spans=True, spans_span=64)  # more spans than the grid holds: not this schedule
+    assert plan(4, 1 << 21).name != "spans" and plan(4, 300, interpreted=True).name == "spans"
+    tuning["spans_span"] = 48
+    with pytest.raises(ValueError, match="spans_span"):
+        plan(4, 300)
+
+
 def test_cached_plan_follows_tuning(tuning):
     # Launches plan once per arguments and TUNING state: a TUNING change must reach the next call.
     args = (4096, 16384, torch.float32, GPU_SMS, False, 50 << 20, None, None, True)
@@ -1295,7 +1380,8 @@ def test_gpu_cooperative_default_dispatch(tuning, coop_grids):
         y = softmax(long, precise=precise)
         launch = triton_softmax.long_row_launch(n, torch.float32, precise)
         chunks = n // launch.chunk
-        compiled = [(dict(k[1]), v) for k, v in triton_softmax._RESIDENT_PER_SM.items()]
+        compiled = [(dict(k[2]), v) for k, v in triton_softmax._RESIDENT_PER_SM.items()
+                    if k[1] == "_softmax_cooperative_kernel"]
         fit = [v for c, v in compiled if c["CHUNK"] == launch.chunk and c["num_warps"] == launch.warps
                and c["LAG"] == launch.lag and c["PRECISE"] == precise and c["WRITE_Y"] and not c["WRITE_LSE"]]
         assert len(fit) == 1 and isinstance(fit[0], int) and 1 <= fit[0] <= 32  # Triton reported the registers
@@ -1352,6 +1438,63 @@ def test_gpu_cooperative_two_streams_no_deadlock(tuning, coop_grids):
     assert len(coop_grids) == 2
     for x, y in zip(xs, ys):
         assert_softmax_close(y, x)
+
+
+@gpu
+@pytest.mark.parametrize("n", [262145, 1 << 20, 1000003])
+@pytest.mark.parametrize("dtype,precise", [(F32, True), (F32, False), (F16, True), (BF16, True)])
+def test_gpu_spans(n, dtype, precise, tuning, coop_grids):
+    # The spans schedule at the lengths it is for (SPANS_LONG): special rows among ordinary
+    # ones, a ragged last span, LSE with and without the output; with and without the lag.
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    x = torch.cat([special_rows(n, dtype, rows=8), cooperative_case(n, dtype)[:8]])
+    for lag in (True, False):
+        tuning.update(spans=True, spans_lag=lag)
+        y, lse = softmax(x, return_lse=True, precise=precise)
+        launch = triton_softmax.spans_launch(n, dtype, precise)
+        (grid,) = coop_grids[-1]
+        spans = -(-n // launch.span)
+        assert grid % spans == 0 and grid <= launch.per_sm * sms
+        if precise:
+            check_special_rows(x[:8], y[:8], lse[:8])
+            assert_softmax_close(y, x)
+        else:
+            r, _ = ref_softmax(x)
+            assert torch.equal(y.isnan(), r.isnan())
+            ok = ~r.isnan()
+            assert torch.allclose(y[ok].double(), r[ok], rtol=2e-5, atol=1e-30)
+        torch.testing.assert_close(softmax_lse(x), lse, rtol=1e-6, atol=0, equal_nan=True)
+    tuning["spans"] = False  # the cooperative schedule: a few roundings apart
+    info = torch.finfo(dtype)
+    other = softmax(x, precise=precise)
+    assert torch.allclose(y.double(), other.double(), rtol=8 * info.eps, atol=2 * info.smallest_normal * info.eps,
+                          equal_nan=True)
+
+
+@gpu
+def test_gpu_spans_rebuild_late_partners_and_two_streams(monkeypatch, tuning, coop_grids):
+    # Polling off: programs rebuild partners' spans from the input (the same code, so the same
+    # statistics); two grids at once on two streams cannot all be resident and must finish.
+    tuning["spans"] = True
+    x = special_rows(1 << 20, F32, rows=12)
+    y0, lse0 = softmax(x, return_lse=True)
+    monkeypatch.setattr(triton_softmax, "COOP_SPIN_LIMIT", 0)
+    y1, lse1 = softmax(x, return_lse=True)
+    check_special_rows(x, y1, lse1)
+    torch.testing.assert_close(y1, y0, rtol=2.5e-7, atol=0, equal_nan=True)
+    torch.testing.assert_close(lse1, lse0, rtol=1e-7, atol=0, equal_nan=True)
+    monkeypatch.setattr(triton_softmax, "COOP_SPIN_LIMIT", 1 << 15)
+    xs = [cooperative_case(1 << 20, F32) for _ in range(2)]
+    streams = [torch.cuda.Stream() for _ in xs]
+    torch.cuda.synchronize()
+    ys = []
+    for s, xi in zip(streams, xs):
+        with torch.cuda.stream(s):
+            ys.append(softmax(xi))
+    torch.cuda.synchronize()
+    assert len(coop_grids) == 4
+    for xi, yi in zip(xs, ys):
+        assert_softmax_close(yi, xi)
 
 
 # ------------------------------------------------------------- attention: many heads
