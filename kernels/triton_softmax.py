@@ -989,6 +989,16 @@ def _await_slots(slots, packed, n_chunks, c, spin_limit, counts, BLOCK_S: tl.con
 
 
 @triton.jit
+def _merge_with_own(mc, lc, n_chunks, c, m_own, l_own, BLOCK_S: tl.constexpr):
+    """_merge_f64 of a row's polled statistics with chunk c's own in place of its slot and the
+    lanes past n_chunks emptied."""
+    idx = tl.arange(0, BLOCK_S)
+    mc = tl.where(idx == c, m_own, tl.where(idx < n_chunks, mc, float("-inf")))
+    lc = tl.where(idx == c, l_own, tl.where(idx < n_chunks, lc, 0.0))
+    return _merge_f64(mc, lc)
+
+
+@triton.jit
 def _cooperative_row_stats(x_row, slots, packed, n_cols, n_chunks, c, m_own, l_own, spin_limit, counts,
                            CHUNK: tl.constexpr, BLOCK_S: tl.constexpr, PRECISE: tl.constexpr,
                            COUNT_SPINS: tl.constexpr):
@@ -1003,7 +1013,6 @@ def _cooperative_row_stats(x_row, slots, packed, n_cols, n_chunks, c, m_own, l_o
     first to ``counts[0]`` and 1 to ``counts[1]`` when it polled again at all.
     """
     idx = tl.arange(0, BLOCK_S)
-    valid = idx < n_chunks
     mc, lc, missing = _await_slots(slots, packed, n_chunks, c, spin_limit, counts, BLOCK_S, COUNT_SPINS)
     if missing > 0:
         # A partner is late (not resident, or the interpreter, which runs programs one by
@@ -1018,9 +1027,7 @@ def _cooperative_row_stats(x_row, slots, packed, n_cols, n_chunks, c, m_own, l_o
                 mj, _pj, lj = _chunk_stats(xj, PRECISE)
                 mc = tl.where(idx == j, mj, mc)
                 lc = tl.where(idx == j, lj, lc)
-    mc = tl.where(idx == c, m_own, tl.where(valid, mc, float("-inf")))
-    lc = tl.where(idx == c, l_own, tl.where(valid, lc, 0.0))
-    return _merge_f64(mc, lc)
+    return _merge_with_own(mc, lc, n_chunks, c, m_own, l_own, BLOCK_S)
 
 
 @triton.jit
@@ -1214,7 +1221,6 @@ def _spans_row_stats(x_row, slots, packed, n_cols, n_spans, span, c, m_own, l_ow
     as _cooperative_row_stats: a span still unpublished after the polls is computed here from
     the input by the publisher's own first sweep (writing nothing)."""
     idx = tl.arange(0, BLOCK_S)
-    valid = idx < n_spans
     mc, lc, missing = _await_slots(slots, packed, n_spans, c, spin_limit, counts, BLOCK_S, COUNT_SPINS)
     if missing > 0:
         for j in range(0, n_spans):
@@ -1224,9 +1230,7 @@ def _spans_row_stats(x_row, slots, packed, n_cols, n_spans, span, c, m_own, l_ow
                 mj, lj = _span_first(x_row, x_row, x_row, lo, hi, BLOCK_N, PRECISE, KEEP_P, LANES, False, "", "")
                 mc = tl.where(idx == j, mj, mc)
                 lc = tl.where(idx == j, lj, lc)
-    mc = tl.where(idx == c, m_own, tl.where(valid, mc, float("-inf")))
-    lc = tl.where(idx == c, l_own, tl.where(valid, lc, 0.0))
-    return _merge_f64(mc, lc)
+    return _merge_with_own(mc, lc, n_spans, c, m_own, l_own, BLOCK_S)
 
 
 @triton.jit
