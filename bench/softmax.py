@@ -202,16 +202,15 @@ def sweep_variants(n: int, dtype_name: str):
             variants.append(("fast_pieces_off", {"precise": False}, {"row_pieces": False}))
     if n >= 65536:
         # the spans schedule (SPANS_LONG): spans streamed through the L2 with the cooperative
-        # exchange; block x warps, programs a SM (capped by the registers), span, lag
+        # exchange; block x warps, programs a SM (capped by the registers), rows in flight, lag
         paths = [("spans", {})] + ([("fast_spans", {"precise": False})] if dtype_name == "fp32" else [])
-        shapes = ((2048, 8, 4, 4096, True), (2048, 8, 4, 8192, True), (2048, 8, 4, 2048, True),
-                  (2048, 8, 4, 4096, False), (2048, 8, 2, 8192, True), (2048, 8, 6, 4096, True),
-                  (1024, 4, 8, 4096, True), (1024, 4, 8, 2048, True), (4096, 8, 4, 4096, True),
-                  (4096, 16, 2, 8192, True), (4096, 8, 2, 16384, True))
-        variants += [(f"{tag}_b{b}_w{w}_k{k}_s{sp}" + ("" if lag else "_nolag"), kw,
-                      {"spans": True, "spans_block": b, "spans_warps": w, "spans_per_sm": k, "spans_span": sp,
+        shapes = ((2048, 8, 4, 2, True), (2048, 8, 4, 1, True), (2048, 8, 4, 4, True), (2048, 8, 4, 2, False),
+                  (2048, 8, 2, 2, True), (2048, 8, 3, 2, True), (2048, 8, 6, 2, True), (1024, 4, 8, 2, True),
+                  (1024, 4, 8, 4, True), (1024, 4, 4, 2, True), (4096, 8, 4, 2, True), (4096, 16, 2, 2, True))
+        variants += [(f"{tag}_b{b}_w{w}_k{k}_g{g}" + ("" if lag else "_nolag"), kw,
+                      {"spans": True, "spans_block": b, "spans_warps": w, "spans_per_sm": k, "spans_groups": g,
                        "spans_lag": lag})
-                     for tag, kw in paths for b, w, k, sp, lag in shapes if sp < n]
+                     for tag, kw in paths for b, w, k, g, lag in shapes]
     if dtype_name == "fp32":
         variants.append(("fast", {"precise": False}, {}))
         if 8192 <= n <= 16384:

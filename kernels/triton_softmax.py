@@ -291,20 +291,20 @@ class SpansLaunch(NamedTuple):
     block: int  # BLOCK_N: elements a program streams at a time
     warps: int
     per_sm: int  # programs a SM at most (the launch caps it at what the registers allow)
-    span: int  # elements of a row one program streams (a multiple of block)
+    groups: int  # rows in flight (twice that with the lag): the resident programs split among them
     lag: bool = True  # the group's next row's first sweep before the poll
 
 
 #: Long rows on the spans schedule (``_softmax_spans_kernel``): per path, the first entry that
 #: holds the row.  Not yet measured on a GPU: SPANS_BY_DEFAULT is off, and these shapes are
 #: the sweep's starting point (``bench/softmax.py --sweep --variants spans``): 8-warp blocks of
-#: 2048 (8 float32 a thread), 4 programs a SM (32 warps), and spans of 4096 float32 elements
-#: (8192 16-bit), so that with the lag the rows in flight take ~16 MiB of the L2 (528 programs,
-#: two spans each).
+#: 2048 (8 float32 a thread), 4 programs a SM (32 warps), the resident programs split into
+#: groups so that with the lag the rows in flight take 16 MiB of the L2 at N = 1M (two float32
+#: rows, four 16-bit ones).
 SPANS_LONG = {
-    "precise": (SpansLaunch(1 << 20, 2048, 8, 4, 4096),),
-    "fast": (SpansLaunch(1 << 20, 2048, 8, 4, 4096),),
-    "16-bit": (SpansLaunch(1 << 20, 2048, 8, 4, 8192),),
+    "precise": (SpansLaunch(1 << 20, 2048, 8, 4, 2),),
+    "fast": (SpansLaunch(1 << 20, 2048, 8, 4, 2),),
+    "16-bit": (SpansLaunch(1 << 20, 2048, 8, 4, 4),),
 }
 #: Rows up to this length (per path) do not take the spans schedule by default.
 SPANS_MIN = {"precise": 262144, "fast": 262144, "16-bit": 262144}
@@ -328,7 +328,7 @@ def spans_launch(n_cols: int, dtype: torch.dtype, precise: bool) -> SpansLaunch 
             return None
         base = table[-1]
     return SpansLaunch(base.max_cols, int(_tuned("spans_block", base.block)), int(_tuned("spans_warps", base.warps)),
-                       int(_tuned("spans_per_sm", base.per_sm)), int(_tuned("spans_span", base.span)),
+                       int(_tuned("spans_per_sm", base.per_sm)), int(_tuned("spans_groups", base.groups)),
                        bool(_tuned("spans_lag", base.lag)))
 
 
@@ -368,7 +368,9 @@ SCHEDULES = ("rows", "pipelined", "online", "split", "cooperative", "spans")
 #: 16-byte boundaries, in pieces (``_softmax_row_pieces_kernel``; None: on; False: off).
 #: ``spans``: the spans schedule (None: as SPANS_LONG and SPANS_BY_DEFAULT say; True: for
 #: every row it can take, under the interpreter too; False: never); ``spans_block``,
-#: ``spans_warps``, ``spans_per_sm``, ``spans_span``, ``spans_lag``: its launch's shape.
+#: ``spans_warps``, ``spans_per_sm``, ``spans_groups``, ``spans_lag``: its launch's shape;
+#: ``spans_span``: elements a program streams of a row (default: the row over the programs of
+#: a group).
 TUNING: dict = {"rows_warps": None, "stream_warps": None, "stream_block": None,
                 "online_programs_per_sm": None, "rows_block_r": None,
                 "cooperative": None, "coop_chunk": None, "coop_warps": None, "coop_groups": None,
@@ -377,7 +379,7 @@ TUNING: dict = {"rows_warps": None, "stream_warps": None, "stream_block": None,
                 "pipelined": None, "pipe_warps": None, "pipe_stages": None, "pipe_per_sm": None,
                 "align_rows": None, "row_pieces": None, "pieces_warps": None,
                 "spans": None, "spans_block": None, "spans_warps": None, "spans_per_sm": None, "spans_span": None,
-                "spans_lag": None}
+                "spans_groups": None, "spans_lag": None}
 
 
 def _tuned(key: str, default):
@@ -1466,26 +1468,33 @@ def _cooperative_plan(n_rows: int, n_cols: int, dtype: torch.dtype, sms: int, pr
                  lag=lag, early_poll=early, hold_x=hold_x, sum64=sum64)
 
 
-def _spans_plan(n_rows: int, n_cols: int, dtype: torch.dtype, sms: int, precise: bool) -> _Plan | None:
+def _spans_plan(n_rows: int, n_cols: int, dtype: torch.dtype, sms: int, precise: bool,
+                per_sm: int | None = None) -> _Plan | None:
     """Launch parameters of the spans schedule (``_softmax_spans_kernel``), or None where it
-    does not apply (see spans_launch) or a row needs more spans than the grid may hold.
-    ``groups`` assumes ``per_sm`` programs fit on a SM; the launch lowers it to what the
-    compiled kernel allows."""
+    does not apply (see spans_launch) or a row needs more spans than the grid may hold.  The
+    ``sms * per_sm`` programs (SpansLaunch's per_sm, or fewer where ``per_sm`` says the
+    compiled kernel fits fewer) are split into ``groups`` rows in flight: a row's span is
+    the row over a group's programs, rounded up to whole blocks (or ``TUNING["spans_span"]``)."""
     launch = spans_launch(n_cols, dtype, precise)
     if launch is None:
         return None
-    for key, value in (("spans_block", launch.block), ("spans_span", launch.span)):
+    block = launch.block
+    span = TUNING["spans_span"]
+    for key, value in (("spans_block", block), ("spans_span", span or 16)):
         if value < 16 or value & (value - 1):
             raise ValueError(f"TUNING[{key!r}] must be a power of two of at least 16, got {value}")
-    block = min(launch.block, triton.next_power_of_2(n_cols))
-    span = max(block, launch.span)
+    block = min(block, triton.next_power_of_2(n_cols))
+    programs = sms * (launch.per_sm if per_sm is None else min(per_sm, launch.per_sm))
+    if span is None:
+        per_row = max(1, programs // max(1, min(launch.groups, n_rows)))
+        span = triton.cdiv(triton.cdiv(n_cols, per_row), block) * block
+    span = max(block, span)
     n_spans = triton.cdiv(n_cols, span)
-    slots = sms * launch.per_sm
-    if n_spans > slots:
+    if n_spans > programs:
         return None
     fast32 = dtype == torch.float32 and not precise
     return _Plan("spans", block=block, num_warps=launch.warps, chunk=span, num_chunks=n_spans,
-                 groups=max(1, min(slots // n_spans, n_rows)), lag=launch.lag and n_rows > 1,
+                 groups=max(1, min(programs // n_spans, n_rows)), lag=launch.lag,
                  lanes=fast32 or dtype != torch.float32, keep_p=precise and dtype == torch.float32)
 
 
@@ -1777,29 +1786,29 @@ def spans_constexprs(plan: _Plan, n_cols: int, precise: bool, write_y: bool, wri
 
 def _launch_spans(plan: _Plan, x2: torch.Tensor, y_arg: torch.Tensor, lse_arg: torch.Tensor, stride_y: int,
                   precise: bool, write_y: bool, write_lse: bool, interpreted: bool) -> bool:
-    """Launch the spans kernel for ``plan``; False (nothing launched) where the compiled kernel
-    cannot hold a row's programs on the GPU at once."""
+    """Launch the spans kernel for ``plan``, re-split over the programs the compiled kernel lets
+    the SMs hold at once; False (nothing launched) where a row's spans cannot all be resident."""
     n_rows, n_cols = x2.shape
+    consts = spans_constexprs(plan, n_cols, precise, write_y, write_lse)
+    if not interpreted:
+        args = (x2, y_arg, lse_arg, x2, x2, n_rows, n_cols, x2.stride(0), stride_y, plan.num_chunks, plan.chunk, 0)
+        fit = _resident_per_sm(x2.device, args, consts, _softmax_spans_kernel)
+        if fit:
+            # fewer programs: fewer, longer spans, so BLOCK_S (sized for the plan's) still holds them
+            plan = _spans_plan(n_rows, n_cols, x2.dtype, num_sms(x2.device), precise, per_sm=fit)
+            if plan is None:
+                return False
     slots = torch.full((n_rows * plan.num_chunks,), _COOP_EMPTY, device=x2.device, dtype=torch.int64)
     if _POLL_COUNTS is not None:
         slots = torch.cat([slots, slots.new_zeros(2)])
         _POLL_COUNTS.append(slots[-2:])
-    consts = spans_constexprs(plan, n_cols, precise, write_y, write_lse)
-    groups = plan.groups
-    n_blocks = plan.chunk // plan.block
     maxes = x2
-    args = [x2, y_arg, lse_arg, slots, maxes, n_rows, n_cols, x2.stride(0), stride_y, plan.num_chunks, plan.chunk,
-            _INTERPRETER_SPINS if interpreted else COOP_SPIN_LIMIT]
-    if not interpreted:
-        fit = _resident_per_sm(x2.device, tuple(args), consts, _softmax_spans_kernel)
-        if fit:
-            sms = num_sms(x2.device)
-            if fit * sms < plan.num_chunks:
-                return False
-            groups = max(1, min(groups, fit * sms // plan.num_chunks))
     if consts["KEEP_P"]:
-        args[4] = torch.empty((groups * plan.num_chunks * 2 * n_blocks,), device=x2.device, dtype=torch.float32)
-    _softmax_spans_kernel[(groups * plan.num_chunks,)](*args, **consts)
+        n_blocks = plan.chunk // plan.block
+        maxes = torch.empty((plan.groups * plan.num_chunks * 2 * n_blocks,), device=x2.device, dtype=torch.float32)
+    _softmax_spans_kernel[(plan.groups * plan.num_chunks,)](
+        x2, y_arg, lse_arg, slots, maxes, n_rows, n_cols, x2.stride(0), stride_y, plan.num_chunks, plan.chunk,
+        _INTERPRETER_SPINS if interpreted else COOP_SPIN_LIMIT, **consts)
     return True
 
 

@@ -928,9 +928,14 @@ def test_spans_plan(tuning, monkeypatch):
     monkeypatch.setattr(triton_softmax, "SPANS_BY_DEFAULT", True)
     launch = triton_softmax.SPANS_LONG["precise"][0]
     p = plan(64, 1 << 20)
-    assert (p.name, p.block, p.chunk, p.num_warps, p.keep_p, p.lanes) == (
-        "spans", launch.block, launch.span, launch.warps, True, False)
-    assert p.num_chunks == (1 << 20) // launch.span and p.groups == GPU_SMS * launch.per_sm // p.num_chunks
+    assert (p.name, p.block, p.num_warps, p.keep_p, p.lanes) == ("spans", launch.block, launch.warps, True, False)
+    # the resident programs split into launch.groups rows in flight, each row in spans of whole blocks
+    programs = GPU_SMS * launch.per_sm
+    assert p.chunk % p.block == 0 and p.num_chunks == -(-(1 << 20) // p.chunk)
+    assert p.num_chunks <= programs // launch.groups < -(-(1 << 20) // (p.chunk - p.block))
+    assert p.groups == programs // p.num_chunks >= launch.groups
+    one = triton_softmax._spans_plan(64, 1 << 20, F32, GPU_SMS, True, per_sm=1)  # a SM fits one program
+    assert one.num_chunks <= GPU_SMS // launch.groups and one.groups * one.num_chunks <= GPU_SMS
     fast, half = plan(64, 1 << 20, precise=False), plan(64, 1 << 20, dtype=BF16)
     assert fast.lanes and not fast.keep_p and half.lanes and not half.keep_p
     assert plan(64, triton_softmax.SPANS_MIN["precise"]).name != "spans"  # short rows: other schedules
@@ -1454,8 +1459,7 @@ def test_gpu_spans(n, dtype, precise, tuning, coop_grids):
         y, lse = softmax(x, return_lse=True, precise=precise)
         launch = triton_softmax.spans_launch(n, dtype, precise)
         (grid,) = coop_grids[-1]
-        spans = -(-n // launch.span)
-        assert grid % spans == 0 and grid <= launch.per_sm * sms
+        assert sms // 2 <= grid <= launch.per_sm * sms  # the resident programs, whole groups
         if precise:
             check_special_rows(x[:8], y[:8], lse[:8])
             assert_softmax_close(y, x)
