@@ -1,4 +1,4 @@
-"""Registers of the cooperative softmax kernel compiled for a CUDA target, on any machine.
+"""Registers of the cooperative (and spans) softmax kernels compiled for a CUDA target, on any machine.
 
 The cooperative schedule may launch only as many programs as a SM holds at once (partners
 wait on each other), so its speed follows from the compiled kernel's registers: on sm_90 a SM
@@ -12,7 +12,8 @@ compile-time arguments are the launch's own (``_cooperative_plan``,
 ``cooperative_constexprs``, ``programs_per_sm``), so the kernel compiled here is the one a
 launch on 132 SMs compiles.
 
-    python bench/kernel_registers.py --table            # every COOP_LONG launch
+    python bench/kernel_registers.py --table            # every COOP_LONG and SPANS_LONG launch
+    python bench/kernel_registers.py --spans --dtypes fp32 --n 1048576 --chunk 4096 --warps 8   # a spans launch
     python bench/kernel_registers.py --dtypes bf16,fp16 --n 65536 --chunk 2048 --warps 2 --lag --no-early-poll
     python bench/kernel_registers.py --table --json     # one JSON object a line
 
@@ -53,6 +54,10 @@ _ALIGNED = ("X", "Y", "LSE", "SLOTS", "n_cols", "stride_xr", "stride_yr")
 SMS = 132
 #: Rows enough to fill every resident program.
 ROWS = 4096
+#: The spans kernel's runtime arguments, and those compiled as multiples of 16.
+_SPANS_ARGS = ("X", "Y", "LSE", "SLOTS", "MAXES", "n_rows", "n_cols", "stride_xr", "stride_yr", "n_spans", "span",
+               "spin_limit")
+_SPANS_ALIGNED = ("X", "Y", "LSE", "SLOTS", "MAXES", "n_cols", "stride_xr", "stride_yr", "span")
 
 
 def plan_for(n_cols: int, dtype: str, precise: bool) -> triton_softmax._Plan:
@@ -63,21 +68,43 @@ def plan_for(n_cols: int, dtype: str, precise: bool) -> triton_softmax._Plan:
     return plan
 
 
+def spans_plan_for(n_cols: int, dtype: str, precise: bool) -> triton_softmax._Plan:
+    """The spans plan a GPU launch takes for rows of ``n_cols`` (``TUNING`` applies; the
+    schedule forced on)."""
+    saved = triton_softmax.TUNING["spans"]
+    triton_softmax.TUNING["spans"] = True
+    try:
+        plan = triton_softmax._spans_plan(ROWS, n_cols, DTYPES[dtype], SMS, precise and dtype == "fp32")
+    finally:
+        triton_softmax.TUNING["spans"] = saved
+    if plan is None:
+        raise ValueError(f"rows of {n_cols} do not fit the spans schedule's grid")
+    return plan
+
+
 def resource_usage(plan: triton_softmax._Plan, dtype: str, precise: bool, arch: int = 90) -> dict[str, int]:
-    """``{"REG": ..., "STACK": ..., "SHARED": ..., "LOCAL": ...}`` of the cooperative kernel
-    compiled for ``plan`` and ``dtype`` rows, writing y (no LSE), as the launch would compile it
-    (``triton_softmax.cooperative_constexprs``).
+    """``{"REG": ..., "STACK": ..., "SHARED": ..., "LOCAL": ...}`` of the cooperative kernel (or
+    the spans kernel, for a spans plan) compiled for ``plan`` and ``dtype`` rows, writing y (no
+    LSE), as the launch would compile it (``triton_softmax.cooperative_constexprs``,
+    ``spans_constexprs``).
 
     Raises:
         RuntimeError: cuobjdump is missing or does not report the kernel.
     """
-    consts = triton_softmax.cooperative_constexprs(plan, precise and dtype == "fp32", write_y=True, write_lse=False)
+    precise = precise and dtype == "fp32"
+    if plan.name == "spans":
+        kernel, names, aligned = triton_softmax._softmax_spans_kernel, _SPANS_ARGS, _SPANS_ALIGNED
+        consts = triton_softmax.spans_constexprs(plan, 1 << 20, precise, write_y=True, write_lse=False)
+    else:
+        kernel, names, aligned = triton_softmax._softmax_cooperative_kernel, _ARGS, _ALIGNED
+        consts = triton_softmax.cooperative_constexprs(plan, precise, write_y=True, write_lse=False)
     warps = consts.pop("num_warps")
-    signature = dict.fromkeys(_ARGS, "i32")
-    signature.update(X=f"*{dtype}", Y=f"*{dtype}", LSE="*fp32", SLOTS="*i64")
+    signature = dict.fromkeys(names, "i32")
+    signature.update(X=f"*{dtype}", Y=f"*{dtype}", LSE="*fp32", SLOTS="*i64", MAXES="*fp32")
+    signature = {name: signature[name] for name in names}
     signature.update(dict.fromkeys(consts, "constexpr"))
-    attrs = {(_ARGS.index(name),): [["tt.divisibility", 16]] for name in _ALIGNED}
-    source = ASTSource(triton_softmax._softmax_cooperative_kernel, signature, consts, attrs)
+    attrs = {(names.index(name),): [["tt.divisibility", 16]] for name in aligned}
+    source = ASTSource(kernel, signature, consts, attrs)
     compiled = triton.compile(source, target=GPUTarget("cuda", arch, 32), options={"num_warps": warps})
     cuobjdump = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
     if not cuobjdump.exists():
@@ -93,19 +120,24 @@ def resource_usage(plan: triton_softmax._Plan, dtype: str, precise: bool, arch: 
     return {key: int(fields[key]) for key in ("REG", "STACK", "SHARED", "LOCAL") if key in fields}
 
 
-def _table_rows() -> list[tuple[str, str, int, bool]]:
-    """(label, dtype, row length, precise) for every COOP_LONG launch, at its longest row."""
+def _table_rows() -> list[tuple[str, str, int, bool, bool]]:
+    """(label, dtype, row length, precise, spans) for every COOP_LONG and SPANS_LONG launch,
+    at its longest row."""
     rows = []
-    for path, launches in triton_softmax.COOP_LONG.items():
-        dtypes = ("fp32",) if path in ("precise", "fast") else ("bf16", "fp16")
-        rows += [(f"{path} <= {launch.max_cols}", dtype, launch.max_cols, path != "fast")
-                 for launch in launches for dtype in dtypes]
+    for spans, table in ((False, triton_softmax.COOP_LONG), (True, triton_softmax.SPANS_LONG)):
+        for path, launches in table.items():
+            dtypes = ("fp32",) if path in ("precise", "fast") else ("bf16", "fp16")
+            rows += [(f"{'spans ' if spans else ''}{path} <= {launch.max_cols}", dtype, launch.max_cols,
+                      path != "fast", spans) for launch in launches for dtype in dtypes]
     return rows
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--table", action="store_true", help="every launch of kernels.triton_softmax.COOP_LONG")
+    p.add_argument("--table", action="store_true",
+                   help="every launch of kernels.triton_softmax.COOP_LONG and SPANS_LONG")
+    p.add_argument("--spans", action="store_true", help="the spans schedule (--chunk: its block, --warps, "
+                   "--per-sm; --lag)")
     p.add_argument("--dtypes", default="fp32,bf16,fp16")
     p.add_argument("--n", type=int, default=65536, help="row length (sets the chunks a row); default 65536")
     p.add_argument("--chunk", type=int, help="TUNING['coop_chunk'] (default: as the launch decides)")
@@ -123,30 +155,40 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.table:
         configs = _table_rows()
+    elif args.spans:
+        triton_softmax.TUNING.update(spans_block=args.chunk, spans_warps=args.warps, spans_per_sm=args.per_sm,
+                                     spans_lag=args.lag)
+        configs = [(f"spans N = {args.n}", dtype, args.n, not args.fast, True) for dtype in args.dtypes.split(",")]
     else:
         triton_softmax.TUNING.update(cooperative=True, coop_chunk=args.chunk, coop_warps=args.warps,
                                      coop_programs_per_sm=args.per_sm, coop_lag=args.lag,
                                      coop_early_poll=args.early_poll, coop_hold_x=args.hold_x)
-        configs = [(f"N = {args.n}", dtype, args.n, not args.fast) for dtype in args.dtypes.split(",")]
+        configs = [(f"N = {args.n}", dtype, args.n, not args.fast, False) for dtype in args.dtypes.split(",")]
     if not args.json:
         print(f"# triton {triton.__version__}, sm_{args.arch}")
-    for label, dtype, n_cols, precise in configs:
+    for label, dtype, n_cols, precise, spans in configs:
         try:
-            plan = plan_for(n_cols, dtype, precise)
+            plan = (spans_plan_for if spans else plan_for)(n_cols, dtype, precise)
             usage = resource_usage(plan, dtype, precise, arch=args.arch)
         except (RuntimeError, OSError, ValueError) as e:
             print(f"bench/kernel_registers.py: {e}", file=sys.stderr)
             return 2
         fit = triton_softmax.programs_per_sm(usage["REG"], plan.num_warps, usage["SHARED"])
         precise = precise and dtype == "fp32"
-        launch = triton_softmax.long_row_launch(n_cols, DTYPES[dtype], precise)
-        asked = triton_softmax.TUNING["coop_programs_per_sm"] or (launch.per_sm if launch else 1)
+        if spans:
+            triton_softmax.TUNING["spans"] = True
+            launch = triton_softmax.spans_launch(n_cols, DTYPES[dtype], precise)
+            triton_softmax.TUNING["spans"] = None
+            asked = launch.per_sm
+        else:
+            launch = triton_softmax.long_row_launch(n_cols, DTYPES[dtype], precise)
+            asked = triton_softmax.TUNING["coop_programs_per_sm"] or (launch.per_sm if launch else 1)
         if args.json:
-            print(json.dumps({"launch": label, "dtype": dtype, "n": n_cols, "chunk": plan.block,
+            print(json.dumps({"launch": label, "schedule": plan.name, "dtype": dtype, "n": n_cols, "chunk": plan.block,
                               "warps": plan.num_warps, "chunks": plan.num_chunks, "lag": plan.lag,
                               "early_poll": plan.early_poll, "hold_x": plan.hold_x, "precise": precise,
                               "per_sm_asked": asked, "per_sm_fit": fit,
-                              "spill_ok": bool(launch and launch.spill_ok), **usage}), flush=True)
+                              "spill_ok": bool(getattr(launch, "spill_ok", False)), **usage}), flush=True)
             continue
         print(f"{label:<18} {dtype:>4} chunk {plan.block:>5} x {plan.num_warps} warps  lag={int(plan.lag)} "
               f"early={int(plan.early_poll)} precise={int(precise)}:  {usage['REG']:>3} registers, "

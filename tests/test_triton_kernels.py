@@ -1509,7 +1509,7 @@ def test_gpu_attention_more_heads_than_a_grid_axis_holds():
 
 
 def test_long_row_launches_compile_for_sm90_without_unlisted_spills():
-    # bench/kernel_registers.py compiles each COOP_LONG launch for sm_90 with this machine's
+    # bench/kernel_registers.py compiles each COOP_LONG (and SPANS_LONG) launch for sm_90 with this machine's
     # Triton (no GPU needed): none may spill registers unless COOP_LONG says it measured
     # faster with its spills, and each must let a SM hold at least two programs (a 1M row's 256 precise chunks need 2 a SM on 132 SMs; with fewer the
     # launch falls back to split rows).  The GPU's own counts are checked on the GPU tier
@@ -1520,8 +1520,13 @@ def test_long_row_launches_compile_for_sm90_without_unlisted_spills():
                          capture_output=True, text=True, env=env, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     rows = [json.loads(line) for line in out.stdout.splitlines()]
-    assert len(rows) == sum(len(v) * (1 if k != "16-bit" else 2) for k, v in triton_softmax.COOP_LONG.items())
+    assert len(rows) == sum(len(v) * (1 if k != "16-bit" else 2)
+                            for table in (triton_softmax.COOP_LONG, triton_softmax.SPANS_LONG) for k, v in table.items())
     for row in rows:
+        if row["schedule"] == "spans":
+            # spans launches stream: they must fit the programs a SM they ask for, unspilled
+            assert row["LOCAL"] == 0 and row["STACK"] == 0 and row["per_sm_fit"] >= row["per_sm_asked"], row
+            continue
         # ptxas spills to the stack frame (STACK); LOCAL stays 0 either way.  A launch that
         # spills must say so in COOP_LONG (spill_ok), where it measured faster than one that
         # does not.
