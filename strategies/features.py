@@ -37,6 +37,8 @@ rows:shifted           neighbouring rows shifted apart past exp's range (many-ro
                        maximum or sum shared or carried between rows loses a whole row
 values:narrow          float32 or float64 values that are all numbers of the next narrower format
                        (bfloat16, float32): a dispatch that then runs the narrower kernel is off
+values:spread-ladder   near-uniform rows of every spread from an ulp to 2**-4 (the spread-ladder
+                       probe): a "uniform row" shortcut below any threshold is off by the spread
 mag:normal ...         the value recipe of some row (see ``strategies.values``)
 mag:tiny-scale         spread <= 1e-3 (values nearly equal: softmax nearly uniform)
 mag:huge-scale         spread >= 1e4 (softmax nearly one-hot, exp overflow without max-shift)
@@ -166,7 +168,7 @@ SOFTMAX_FEATURES: tuple[str, ...] = (
     + _LENGTH
     + ("shape:1d", "shape:3d", "shape:4d", "rows:many", "rows:grid", "offsets:wide", "offsets:float-exact", "len:long",
        "values:explicit",
-       "rows:mixed-ranges", "rows:shifted", "values:narrow")
+       "rows:mixed-ranges", "rows:shifted", "values:narrow", "values:spread-ladder")
     + tuple(f"mag:{k}" for k in SOFTMAX_VALUE_KINDS)
     + ("mag:tiny-scale", "mag:huge-scale")
     + _MASK

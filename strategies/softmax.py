@@ -71,7 +71,8 @@ from strategies.lengths import (
 from strategies.masks import MASK_KINDS, MaskSpec, keep_features, mask_specs
 from strategies.rounding import to_format
 from strategies.specials import SpecialSpec, special_kinds, special_specs
-from strategies.values import (ValueRecipe, full_drift, position_distinct, sample_groups, stale_plateau, value_recipes,
+from strategies.values import (NEAR_UNIFORM_STEPS, ValueRecipe, full_drift, is_near_uniform_ladder,
+                               near_uniform_ladder, position_distinct, sample_groups, stale_plateau, value_recipes,
                                well_mixed)
 from verify.capabilities import Capabilities
 from verify.dtypes import FloatFormat, get_format
@@ -154,7 +155,7 @@ ROW_COST = 32
 GRID_ROWS_MAX_LENGTH = 16
 #: The rare probes of ``softmax_cases``, by name: ``probe=`` draws only that one (and
 #: ``softmax_probes`` says which the arguments allow).
-SOFTMAX_PROBES = ("one-entry", "floor-row", "narrow-values", "four-d", "many-rows", "mixed-row", "long-row",
+SOFTMAX_PROBES = ("one-entry", "floor-row", "spread-ladder", "narrow-values", "four-d", "many-rows", "mixed-row", "long-row",
                   "plateau-row", "edge-spike", "masked-long", "index-width", "grid-rows", "wide-offsets")  # cheapest first
 #: The one-entry probe (forced only, where rows of one entry are allowed): ONE_ENTRY_ROWS rows
 #: (at most max_rows) of one entry each, 2-D, one row of every kind: finite (its softmax is 1),
@@ -177,6 +178,16 @@ ONE_ENTRY_KINDS = ("finite", "masked", "nan", "+inf", "neg-zero")
 #: constant or near-max recipe at the format's last value: a blind mutant padding its lanes with
 #: -65504 lived in float16 (seventh red team, 2026-12-05).
 FLOOR_ROW_ULPS = 4
+#: The spread-ladder probe (forced only, where rows of two entries or more are allowed):
+#: NEAR_UNIFORM_STEPS near-uniform rows of the longest length max_length allows, row j's entries
+#: within eps 2**j of an offset of +-1 (``values.near_uniform_ladder``), no mask, no special
+#: value.  A kernel that takes a row whose entries lie within some threshold of each other for
+#: uniform and answers 1/n (or skips the exponentials) is off by about the row's spread; the
+#: ladder puts a row within a factor two below every threshold from a few ulps to 2**-4, so
+#: one case meets any such shortcut.  Drawn, a near-uniform row lands in a given threshold's
+#: window a few times in a hundred cases: a blind mutant with a 1e-5 threshold lived through 100
+#: float32 examples at one seed (seventh red team, 2026-12-05).
+SPREAD_LADDER_FEATURE = "values:spread-ladder"
 #: The edge-spike and masked-long probes (forced only, where long rows are allowed): two rows of
 #: the longest long-row length (16385 on the CPU: one entry past a power of two, a ragged tail of
 #: one for every vector width), no special value.
@@ -465,6 +476,8 @@ def softmax_features(spec: SoftmaxSpec) -> tuple[str, ...]:
             found.append("rows:shifted")
     if spec.narrow:
         found.append("values:narrow")
+    if spec.explicit is None and is_near_uniform_ladder(spec.recipes, spec.format):
+        found.append(SPREAD_LADDER_FEATURE)
     found.extend(spec.mask.kind_features())
     found.extend(keep_features(spec.keep()))
     found.extend(f"special:{s.kind}" for s in spec.specials)
@@ -579,6 +592,8 @@ class _SoftmaxConfig:
                                    f"target's speed allow), or caps.max_length below {WIDE_MIN_LENGTH}")
         if self.min_length > 1:
             out["one-entry"] = "caps.min_length above 1"
+        if self.max_length < 2:
+            out["spread-ladder"] = "rows of one entry only (a one-entry softmax is 1 whatever its value)"
         if not any(f.name in NARROWER for f in self.formats):
             out["narrow-values"] = "no float32 or float64 among the dtypes"
         if self.long_range is None:
@@ -880,6 +895,8 @@ def _softmax_cases(draw: st.DrawFn, c: _SoftmaxConfig) -> SoftmaxCase:
             length, rows, batch, heads = c.long_range[1], 2, 0, 0
         elif forced == "floor-row":
             length, rows, batch, heads = floor_row_length(c.min_length, c.max_length), min(2, c.max_rows), 0, 0
+        elif forced == "spread-ladder":
+            length, rows, batch, heads = c.max_length, NEAR_UNIFORM_STEPS, 0, 0
         elif forced == "one-entry":
             length, rows, batch, heads = 1, min(c.max_rows, ONE_ENTRY_ROWS), 0, 0
         elif wide:  # one long row: the cost stays that of an ordinary example
@@ -958,6 +975,10 @@ def _softmax_cases(draw: st.DrawFn, c: _SoftmaxConfig) -> SoftmaxCase:
         floor = -fmt.max_finite
         recipes = (ValueRecipe("constant", offset=floor),
                    ValueRecipe("near-max", scale=FLOOR_ROW_ULPS * fmt.eps * fmt.max_finite, offset=floor))
+        specials, mask = (), MaskSpec()
+    if c.probe == "spread-ladder" and explicit is None:
+        # See SPREAD_LADDER_FEATURE: drawn as usual, then replaced (the same choices).
+        recipes = near_uniform_ladder(fmt)
         specials, mask = (), MaskSpec()
     if c.probe == "edge-spike" and explicit is None:
         # See MASKED_LONG_SHIFTS: the spike at the end of row 0, at the start of row 1.

@@ -620,6 +620,23 @@ def stale_plateau(fmt: FloatFormat) -> ValueRecipe:
 FULL_DRIFT_RISE = 1e4
 
 
+def near_uniform_ladder(fmt: FloatFormat) -> tuple[ValueRecipe, ...]:
+    """NEAR_UNIFORM_STEPS near-uniform recipes, one a row: row j's entries within
+    ``fmt.eps * 2**j`` (capped at NEAR_UNIFORM_MAX_SPREAD) of an offset of +1 (even j) or -1
+    (odd j), so that its spread relative to the entries is about its absolute spread.
+
+    Whatever threshold a "these entries are all equal" shortcut compares the spread with, from
+    a few ulps up to NEAR_UNIFORM_MAX_SPREAD, one row lies within a factor two below it, where
+    the shortcut's 1/n is off by about half the threshold (the softmax probe spread-ladder)."""
+    return tuple(ValueRecipe("near-uniform", scale=min(fmt.eps * 2.0**j, NEAR_UNIFORM_MAX_SPREAD),
+                             offset=1.0 if j % 2 == 0 else -1.0) for j in range(NEAR_UNIFORM_STEPS))
+
+
+def is_near_uniform_ladder(recipes: tuple[ValueRecipe, ...], fmt: FloatFormat) -> bool:
+    """Whether ``recipes`` are :func:`near_uniform_ladder`'s for ``fmt`` (never drawn at random)."""
+    return tuple(recipes) == near_uniform_ladder(fmt)
+
+
 def full_drift(fmt: FloatFormat) -> ValueRecipe:
     """A drift that rises by ``FULL_DRIFT_RISE`` over the row (half the format's largest value
     where that is less): the row maximum moves on at every block, by more over the row than

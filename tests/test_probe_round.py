@@ -54,6 +54,8 @@ def _softmax_probe_holds(probe: str, case) -> bool:
         "floor-row": (s.length == S.floor_row_length(1, MAX_LENGTH) and total_rows == 2 and not s.specials
                       and s.mask.kind == "none" and [r.kind for r in s.recipes] == ["constant", "near-max"]
                       and s.recipes[0].offset == -get_format(s.dtype).max_finite),
+        "spread-ladder": (s.length == MAX_LENGTH and total_rows == S.NEAR_UNIFORM_STEPS and not s.specials
+                          and s.mask.kind == "none" and "values:spread-ladder" in case.features),
         "one-entry": (s.length == 1 and total_rows == min(MAX_ROWS, S.ONE_ENTRY_ROWS) and s.mask.kind == "fully-masked-row"
                       and {sp.kind for sp in s.specials} == {"nan", "+inf", "neg-zero"}),
         "narrow-values": s.narrow == S.NARROWER.get(s.dtype, "none") and "values:narrow" in case.features,
@@ -248,11 +250,12 @@ def test_which_probes_the_arguments_allow_and_clear_errors_otherwise() -> None:
         attention_cases(probe="many-tiles")
     assert softmax_probes(elementwise=True) == ()
     assert softmax_probes(caps=Capabilities(max_length=1000), max_length=300) == (
-        "one-entry", "floor-row", "narrow-values", "four-d", "many-rows", "long-row", "plateau-row", "edge-spike",
-        "masked-long")
-    assert softmax_probes(many_rows=False, four_d=False) == ("one-entry", "floor-row", "narrow-values", "mixed-row",
-                                                             "long-row", "plateau-row", "edge-spike", "masked-long",
-                                                             "index-width")
+        "one-entry", "floor-row", "spread-ladder", "narrow-values", "four-d", "many-rows", "long-row", "plateau-row",
+        "edge-spike", "masked-long")
+    assert softmax_probes(many_rows=False, four_d=False) == ("one-entry", "floor-row", "spread-ladder", "narrow-values",
+                                                             "mixed-row", "long-row", "plateau-row", "edge-spike",
+                                                             "masked-long", "index-width")
+    assert "spread-ladder" not in softmax_probes(caps=Capabilities(max_length=1))
     assert "masked-long" not in softmax_probes(caps=Capabilities(neg_inf=False))
     assert "narrow-values" not in softmax_probes(dtypes=("float16", "bfloat16"))
     assert "one-entry" not in softmax_probes(caps=Capabilities(min_length=2))
@@ -519,6 +522,36 @@ def test_the_floor_row_probe_catches_lanes_padded_with_a_finite_stand_in(dtype: 
                     caps=exact.caps, kind="mutant", description="pads its lanes with the lowest finite value")
     assert [v.kind for v in engine.check_softmax_input(mutant, x, compare_naive=False).evaluation.violations] == [
         "accuracy"]
+
+
+def _uniform_below(threshold: float):
+    """A softmax that answers 1/n for rows whose entries lie within ``threshold`` of each other."""
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        xd = x.double()
+        flat = (xd.amax(-1, keepdim=True) - xd.amin(-1, keepdim=True)) < threshold
+        return torch.where(flat, 1.0 / x.shape[-1], torch.softmax(xd, -1)).to(x.dtype)
+    return fn
+
+
+# 1e-6 and below: the 1/n answer is within ~4 float32 ulps of the exact one, inside the tolerance
+@pytest.mark.parametrize("threshold", [1e-5, 1e-4, 1e-3, 1e-2])
+def test_the_spread_ladder_probe_catches_a_uniform_row_shortcut_at_any_threshold(threshold: float) -> None:
+    """The probe round's spread-ladder case (values.near_uniform_ladder): near-uniform float32 rows
+    of spreads from an ulp to 2**-4, one a factor two below any threshold; a softmax taking rows
+    within the threshold for uniform (answering 1/n) is off by the spread, the reference passes."""
+    from kernels.registry import Target
+    from verify import engine
+
+    case = find(softmax_cases(dtypes=("float32",), max_length=MAX_LENGTH, probe="spread-ladder"), lambda c: True,
+                settings=settings(max_examples=1, phases=[Phase.generate], **_QUIET))
+    x = case.build()
+    spreads = (x.amax(-1) - x.amin(-1)).double()
+    assert x.shape == (S.NEAR_UNIFORM_STEPS, MAX_LENGTH) and (spreads[1:] > spreads[:-1]).all()
+    exact = get_target("torch.softmax")
+    assert engine.check_softmax_input(exact, x, compare_naive=False).evaluation.ok
+    mutant = Target(name="uniform-row-shortcut", op="softmax", fn=_uniform_below(threshold), caps=exact.caps,
+                    kind="mutant", description=f"1/n where max - min < {threshold}")
+    assert not engine.check_softmax_input(mutant, x, compare_naive=False).evaluation.ok
 
 
 def _reciprocal_of_l_in_float16(q, k, v, *, scale, causal=False, mask=None):
