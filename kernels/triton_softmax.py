@@ -1736,6 +1736,15 @@ def cooperative_constexprs(plan: _Plan, precise: bool, write_y: bool, write_lse:
 _UNUSED_SLOTS: dict = {}  # per device: the slots argument of launches with one chunk a row
 
 
+def _unused_slots(device: torch.device) -> torch.Tensor:
+    """One int64 slot, never touched: the SLOTS argument of a launch with no exchange, or of a
+    compile that only asks for the registers."""
+    slots = _UNUSED_SLOTS.get(device)
+    if slots is None:
+        slots = _UNUSED_SLOTS[device] = torch.full((1,), _COOP_EMPTY, device=device, dtype=torch.int64)
+    return slots
+
+
 def _launch_cooperative(plan: _Plan, x2: torch.Tensor, y_arg: torch.Tensor, lse_arg: torch.Tensor, stride_y: int,
                         precise: bool, write_y: bool, write_lse: bool, interpreted: bool) -> bool:
     """Launch the cooperative kernel for ``plan``; False (nothing launched) where the compiled
@@ -1749,9 +1758,7 @@ def _launch_cooperative(plan: _Plan, x2: torch.Tensor, y_arg: torch.Tensor, lse_
     if coop:
         slots = torch.full((n_rows * plan.num_chunks,), _COOP_EMPTY, device=x2.device, dtype=torch.int64)
     else:
-        slots = _UNUSED_SLOTS.get(x2.device)
-        if slots is None:
-            slots = _UNUSED_SLOTS[x2.device] = torch.full((1,), _COOP_EMPTY, device=x2.device, dtype=torch.int64)
+        slots = _unused_slots(x2.device)
     if _POLL_COUNTS is not None and coop:
         # Two counters after the slots (see _cooperative_row_stats); the caller reads them.
         slots = torch.cat([slots, slots.new_zeros(2)])
@@ -1791,7 +1798,9 @@ def _launch_spans(plan: _Plan, x2: torch.Tensor, y_arg: torch.Tensor, lse_arg: t
     n_rows, n_cols = x2.shape
     consts = spans_constexprs(plan, n_cols, precise, write_y, write_lse)
     if not interpreted:
-        args = (x2, y_arg, lse_arg, x2, x2, n_rows, n_cols, x2.stride(0), stride_y, plan.num_chunks, plan.chunk, 0)
+        # compiled with arguments of the launch's types (SLOTS int64, MAXES float32 where kept)
+        args = (x2, y_arg, lse_arg, _unused_slots(x2.device), x2, n_rows, n_cols, x2.stride(0), stride_y,
+                plan.num_chunks, plan.chunk, COOP_SPIN_LIMIT)
         fit = _resident_per_sm(x2.device, args, consts, _softmax_spans_kernel)
         if fit:
             # fewer programs: fewer, longer spans, so BLOCK_S (sized for the plan's) still holds them
