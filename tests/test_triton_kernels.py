@@ -920,6 +920,33 @@ def test_softmax_spans_without_waiting(tuning, coop_grids, monkeypatch):
     assert len(coop_grids) == 2
 
 
+def test_spans_registers_query_compiles_with_the_launch_types(tuning, monkeypatch):
+    # On a GPU the launch first compiles the kernel to read its registers (_resident_per_sm):
+    # with the arguments' own types, or Triton compiles another kernel (a float32 SLOTS made
+    # the 64-bit unpacking fail to compile on the first GPU run, 2026-12-06).  Here the query is
+    # recorded instead, and the launch runs on the interpreter as the GPU path would.
+    seen = []
+
+    def query(device, args, consts, kernel=None):
+        seen.append((args, kernel))
+        return None
+
+    monkeypatch.setattr(triton_softmax, "_resident_per_sm", query)
+    monkeypatch.setattr(triton_softmax, "COOP_SPIN_LIMIT", 2)
+    tuning.update(SPANS_SMALL)
+    for dtype, precise in ((F32, True), (F16, True)):
+        x = special_rows(300, dtype)
+        y = torch.empty_like(x)
+        lse = torch.empty(x.shape[0], dtype=F32, device=DEVICE)
+        plan = triton_softmax._spans_plan(9, 300, dtype, 4, precise)
+        assert triton_softmax._launch_spans(plan, x, y, lse, y.stride(0), precise and dtype == F32, True, True,
+                                            interpreted=False)
+        args, kernel = seen[-1]
+        assert kernel is triton_softmax._softmax_spans_kernel
+        assert [a.dtype for a in args[:4]] == [dtype, dtype, F32, torch.int64]
+        check_special_rows(x, y, lse)
+
+
 def test_spans_plan(tuning, monkeypatch):
     def plan(rows, n, dtype=F32, precise=True, interpreted=False):
         return triton_softmax._plan(rows, n, dtype, GPU_SMS, interpreted, 50 << 20, None, None, precise)
