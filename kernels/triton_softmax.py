@@ -1475,6 +1475,7 @@ def _spans_plan(n_rows: int, n_cols: int, dtype: torch.dtype, sms: int, precise:
     ``sms * per_sm`` programs (SpansLaunch's per_sm, or fewer where ``per_sm`` says the
     compiled kernel fits fewer) are split into ``groups`` rows in flight: a row's span is
     the row over a group's programs, rounded up to whole blocks (or ``TUNING["spans_span"]``)."""
+    precise = precise and dtype == torch.float32
     launch = spans_launch(n_cols, dtype, precise)
     if launch is None:
         return None
@@ -1492,10 +1493,10 @@ def _spans_plan(n_rows: int, n_cols: int, dtype: torch.dtype, sms: int, precise:
     n_spans = triton.cdiv(n_cols, span)
     if n_spans > programs:
         return None
-    fast32 = dtype == torch.float32 and not precise
+    # per-lane statistics wherever the fast exponential is (fast float32, 16-bit); the precise
+    # path keeps its exponentials instead
     return _Plan("spans", block=block, num_warps=launch.warps, chunk=span, num_chunks=n_spans,
-                 groups=max(1, min(programs // n_spans, n_rows)), lag=launch.lag,
-                 lanes=fast32 or dtype != torch.float32, keep_p=precise and dtype == torch.float32)
+                 groups=max(1, min(programs // n_spans, n_rows)), lag=launch.lag, lanes=not precise, keep_p=precise)
 
 
 def _plan(n_rows: int, n_cols: int, dtype: torch.dtype, sms: int, interpreted: bool, l2_bytes: int,
@@ -1787,7 +1788,7 @@ def spans_constexprs(plan: _Plan, n_cols: int, precise: bool, write_y: bool, wri
     # input, or the kept exponentials) and drop the second's and the output.
     return dict(BLOCK_N=plan.block, BLOCK_S=max(32 * plan.num_warps, triton.next_power_of_2(plan.num_chunks)),
                 HI_ALIGN=math.gcd(n_cols, 16), PRECISE=precise, WRITE_Y=write_y, WRITE_LSE=write_lse,
-                KEEP_P=keep_p, LANES=plan.lanes and not precise, LAG=plan.lag, KEEP="evict_last",
+                KEEP_P=keep_p, LANES=plan.lanes, LAG=plan.lag, KEEP="evict_last",
                 DROP="evict_first", num_warps=plan.num_warps, COUNT_SPINS=_POLL_COUNTS is not None)
 
 
