@@ -171,6 +171,16 @@ ZERO_RUN_STARTS = (0.5, 0.0, 0.25)
 ZERO_RUN_SHARES = (0.5, 0.25, 1.0)
 #: One masked case in KEEP_ALL_ODDS has a mask that hides nothing (a random mask of density 0).
 KEEP_ALL_ODDS = 8
+#: One masked case in DEAD_ROWS_ODDS (and every mask of the many-heads probe's pairs and of the
+#: masked-lead and masked-tail probes) also has one query row with no visible key laid over its
+#: kind (MaskSpec.dead_rows; shifted one row per mask group, so each pair's dead row differs):
+#: the last first, where a ragged last query tile ends, then the first and the middle.  Drawn
+#: from the kinds alone, a dead row came in about one case in six, and a budgeted search whose
+#: few seconds went mostly to the probe round, whose cases held none, missed it: two mutants (a
+#: dead row left unwritten, an empty row's LSE 0) lived through 13 examples a dtype at 2 of 3
+#: seeds of the main job's 4 s a dtype (2026-12-06).
+DEAD_ROWS_ODDS = 4
+DEAD_ROW_PLACES = ("last", "first", "middle")
 #: Mask shapes that hold a mask for each query head.
 PER_HEAD_MASK_SHAPES = ("1hqk", "bhqk", "hqk")
 #: The share of keys masked at random in the many-heads probe's masks of their own for each pair.
@@ -1587,6 +1597,9 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
     elif c.probe in ("masked-lead", "masked-tail"):
         # The longest keys first (see MASKED_KEYS_MAX); past max_seq the rest is kept small.
         seq_k, decode = largest_first(draw, max(c.min_seq, 2), max(c.max_seq, c.masked_keys_max)), False
+        # Two queries at least: one keeps its live quarter, the other is a dead row (DEAD_ROWS_ODDS),
+        # a query whose every key block (or split) is empty.
+        seq_q = max(seq_q, 2)
         if seq_k > c.max_seq:
             seq_q = min(seq_q, MID_KEYS_MAX_QUERIES)
             batch, heads_kv, group = 1, min(heads_kv, 2), min(group, 2)
@@ -1724,6 +1737,13 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
             else:
                 mask = MaskSpec("key-padding", pads=(masked_keys,), side="end")
                 mask_shape = "qk" if mask_shape in KEY_BROADCAST_SHAPES else mask_shape
+        # A dead query row over the mask (see DEAD_ROWS_ODDS), where the mask has a query axis
+        # and another query row to keep alive; drawn for every case (the same choices either way).
+        dead = rare(draw, DEAD_ROWS_ODDS) or pair_masks or c.probe in ("masked-lead", "masked-tail")
+        place = draw(st.sampled_from(DEAD_ROW_PLACES))
+        if dead and mask is not None and seq_q >= 2 and mask_shape not in QUERY_BROADCAST_SHAPES:
+            row = {"last": seq_q - 1, "first": 0, "middle": seq_q // 2}[place]
+            mask = replace(mask, dead_rows=(row,))
         if mask is None:
             mask_layout = "contiguous"
     if c.probe == "masked-tail":

@@ -28,6 +28,12 @@ key-padding      the last ``pads[g]`` columns masked, for group g (a row or a ba
                  the live keys start at an offset, which a kernel that takes the mask for a
                  valid length, or skips tiles past the last live key, gets wrong.
 
+``dead_rows`` lays fully masked rows over any kind: the rows listed (shifted by the group,
+as fully-masked-row's) see nothing whatever the kind keeps.  A row with no visible key beside
+rows with a mask's structure (a padded tail, a staggered diagonal, a random pattern per pair)
+is where a kernel's guard for the empty row meets its other paths: the store of a dead row
+skipped, one pair's dead rows taken for another's, an LSE of 0 for an empty sum.
+
 ``stagger`` makes the kinds that draw no random numbers (leading-block, causal,
 sliding-window) differ from one group (a batch entry or head of the mask) to the next:
 group g masks ``stagger * g`` more leading columns, or moves its diagonal that far right.
@@ -95,18 +101,20 @@ class MaskSpec:
     pads: tuple[int, ...] = ()
     side: str = "end"  # key-padding only: PAD_SIDES
     stagger: int = 0  # leading-block, causal, sliding-window: the shift from one group to the next
+    dead_rows: tuple[int, ...] = ()  # rows fully masked on top of the kind (shifted by the group)
 
     def __post_init__(self) -> None:
         if self.kind not in MASK_KINDS:
             raise spec_error("mask", f"kind must be one of {MASK_KINDS}", self.kind)
         object.__setattr__(self, "rows", tuple(int(r) for r in self.rows))
         object.__setattr__(self, "pads", tuple(int(p) for p in self.pads))
+        object.__setattr__(self, "dead_rows", tuple(int(r) for r in self.dead_rows))
         object.__setattr__(self, "density", float(self.density))
         if not 0.0 <= self.density <= 1.0:
             raise spec_error("mask", "density must lie in [0, 1]", self.density)
         if (self.block < 0 or self.window < 0 or self.stagger < 0 or any(r < 0 for r in self.rows)
-                or any(p < 0 for p in self.pads)):
-            raise spec_error("mask", "block, window, stagger, rows and pads must be non-negative", self)
+                or any(p < 0 for p in self.pads) or any(r < 0 for r in self.dead_rows)):
+            raise spec_error("mask", "block, window, stagger, rows, pads and dead_rows must be non-negative", self)
         if self.stagger and self.kind not in STAGGERED_KINDS:
             raise spec_error("mask", f"stagger applies to the kinds {STAGGERED_KINDS} only", self)
         if self.kind == "fully-masked-row" and not self.rows:
@@ -133,6 +141,7 @@ class MaskSpec:
             "pads": list(self.pads),
             "side": self.side,
             "stagger": self.stagger,
+            "dead_rows": list(self.dead_rows),
         }
         return {k: v for k, v in full.items() if k == "kind" or v not in (0, 0.0, [], "end")}
 
@@ -141,11 +150,13 @@ class MaskSpec:
         d = dict(d)
         d["rows"] = tuple(d.get("rows", ()))
         d["pads"] = tuple(d.get("pads", ()))
+        d["dead_rows"] = tuple(d.get("dead_rows", ()))
         return cls(**d)
 
     def describe(self) -> str:
         text = self._describe_kind()
-        return text + f"-staggered-{self.stagger}" if self.stagger else text
+        text = text + f"-staggered-{self.stagger}" if self.stagger else text
+        return text + f"+dead-rows{list(self.dead_rows)}" if self.dead_rows else text
 
     def _describe_kind(self) -> str:
         k = self.kind
@@ -174,9 +185,16 @@ class MaskSpec:
         """Boolean ``(n_rows, n_cols)``: True where the entry is kept.
 
         ``group`` picks the key-padding pad for the whole matrix, shifts the fully masked
-        rows, and shifts a staggered kind by ``stagger * group``; with ``per_row`` each row i
+        rows (the kind's and ``dead_rows``), and shifts a staggered kind by ``stagger * group``; with ``per_row`` each row i
         uses ``pads[i]`` instead (rows of a 2-D softmax are separate sequences).
         """
+        keep = self._kind_keep(n_rows, n_cols, rng, group, per_row)
+        if self.dead_rows and n_rows:
+            keep[[(r + group) % n_rows for r in self.dead_rows], :] = False
+        return keep
+
+    def _kind_keep(self, n_rows: int, n_cols: int, rng: np.random.Generator, group: int, per_row: bool
+                   ) -> np.ndarray:
         k = self.kind
         i = np.arange(n_rows)[:, None]
         j = np.arange(n_cols)[None, :]

@@ -146,9 +146,13 @@ def test_the_simplest_case_of_a_forced_probe_is_its_strongest() -> None:
     assert s.q.kind == "slab-levels"
     # a random mask of its own for every pair: read at another pair's offset, or once for a
     # packed group of query heads, it misplaces keys
-    assert s.mask == A.MaskSpec("random", density=A.PAIR_MASK_DENSITY) and s.mask_shape == "bhqk"
+    assert s.mask == A.MaskSpec("random", density=A.PAIR_MASK_DENSITY, dead_rows=(s.seq_q - 1,))
+    assert s.mask_shape == "bhqk"
     pairs = s.keep().reshape(s.batch * s.heads_q, -1)
     assert len({row.tobytes() for row in pairs}) == len(pairs)  # no two pairs share a mask
+    # and a query row with nothing visible in every pair, not the same row in neighbouring pairs
+    dead = ~s.keep().reshape(s.batch * s.heads_q, s.seq_q, s.seq_k).any(-1)
+    assert dead.any(-1).all() and not (dead[1:] == dead[:-1]).all(-1).any()
     assert "attn:many-heads" in many.features
     assert s.seq_q == s.seq_k == A.MANY_HEADS_MAX_SEQ  # with one key, Q and K do not matter
     offset = find(attention_cases(dtypes=("float16",), max_seq=MAX_SEQ, probe="causal-offset"), lambda c: True,
@@ -171,6 +175,9 @@ def test_the_simplest_case_of_a_forced_probe_is_its_strongest() -> None:
         s = masked.spec
         assert s.seq_k == A.MASKED_KEYS_MAX and s.seq_q <= A.MID_KEYS_MAX_QUERIES and s.mask is not None
         assert s.v.kind == "seq-drift" and s.v.gap > 0  # the live keys' values differ from the rest's
+        # two queries at least, one of which sees no key at all: every block or split of it empty
+        visible = masked.build().mask.expand(s.batch, s.heads_q, s.seq_q, s.seq_k).any(-1)
+        assert s.seq_q >= 2 and s.mask.dead_rows and visible.any(-1).all() and not visible.all(-1).any()
         capped = find(attention_cases(dtypes=("float16",), max_seq=MAX_SEQ, probe=probe,
                                       caps=Capabilities(max_length=1000)), lambda c: True, **first)
         assert capped.spec.seq_k == 1000

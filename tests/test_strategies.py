@@ -521,6 +521,32 @@ def test_staggered_masks_move_from_one_group_to_the_next() -> None:
         MaskSpec("random", density=0.5, stagger=1)
 
 
+def test_dead_rows_lie_over_any_mask_kind_and_move_from_one_group_to_the_next() -> None:
+    rng = np.random.default_rng(0)
+    pads = MaskSpec("key-padding", pads=(2,), dead_rows=(3,))
+    keep = pads.keep(4, 6, rng)
+    assert keep.sum(axis=1).tolist() == [4, 4, 4, 0]
+    assert pads.keep(4, 6, rng, group=1).sum(axis=1).tolist() == [0, 4, 4, 4]  # row 3 + 1, modulo 4
+    assert not MaskSpec("random", density=0.0, dead_rows=(1,)).keep(3, 5, rng)[1].any()
+    assert MaskSpec.from_dict(pads.to_dict()) == pads and pads.describe() == "key-padding[2]+dead-rows[3]"
+    assert "dead_rows" not in MaskSpec("key-padding", pads=(2,)).to_dict()  # cases saved before it replay
+    with pytest.raises(ValueError, match="non-negative"):
+        MaskSpec("causal", dead_rows=(-1,))
+
+
+def test_attention_cases_lay_dead_rows_over_drawn_masks() -> None:
+    def dead_over_kind(case: AttentionCase) -> bool:
+        m = case.spec.mask
+        return m is not None and bool(m.dead_rows) and m.kind not in ("fully-masked-row", "random")
+
+    found = find(attention_cases(dtypes=("float32",), max_seq=40), dead_over_kind,
+                 settings=settings(max_examples=1000, database=None, phases=[Phase.generate], derandomize=True))
+    s = found.spec
+    visible = found.build().mask.expand(s.batch, s.heads_q, s.seq_q, s.seq_k).any(-1)
+    assert not visible.all() and s.seq_q >= 2
+    assert "mask:fully-masked-row" in found.features
+
+
 def test_a_per_head_staggered_mask_differs_within_a_gqa_group() -> None:
     # A kernel that loads one head's mask for its whole group (a packed GQA tile) must go wrong.
     spec = AttentionSpec(dtype="float32", batch=1, heads_q=4, heads_kv=2, seq_q=3, seq_k=40, head_dim=8,
