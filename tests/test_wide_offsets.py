@@ -342,17 +342,20 @@ def test_on_the_cpu_the_attention_probe_finds_positions_made_in_float32(tmp_path
     _caught_past_2_24(_attention_target(_float_positions_attention, "float-positions"), 100, tmp_path)
 
 
-def test_program_units_count_rows_and_query_tiles() -> None:
+def test_program_units_and_the_work_count_rows_query_tiles_and_every_repetition() -> None:
     soft = _collect(softmax_cases(dtypes=("float32",), caps=CPU32, probe="wide-offsets", wide_offsets=True,
                                   wide_elements=2**24), 2)
     for case in soft:
         assert search.program_units(case) == case.spec.total_rows * case.spec.tile
+        # the gate's work is the whole input the target gets, not the block (2**24 entries and more)
+        assert search.probe_work(case) == case.spec.total_rows * (case.spec.length + search.ROW_COST) * case.spec.tile
         assert case.spec.total_rows * case.spec.length * case.spec.tile > 2**24
     attn = _collect(attention_cases(dtypes=("float32",), caps=CPU32, probe="wide-offsets", wide_offsets=True,
                                     wide_elements=2**24), 2)
     for case in attn:
         s = case.spec
         assert search.program_units(case) == s.batch * s.heads_q * s.tile * -(-s.seq_q // 64)
+        assert search.probe_work(case) >= s.tile * s.batch * s.heads_q * s.seq_q * s.seq_k > s.seq_q * s.seq_k
         assert s.batch * s.heads_q * s.tile * s.seq_q * s.head_dim > 2**24
 
 

@@ -404,13 +404,16 @@ def case_pairs(case) -> int:
 def probe_work(case) -> int:
     """The work of a case in the units of the probes' cost estimates: a softmax input's entries
     plus ROW_COST a row; an attention input's scores (B Hq Nq Nk), Q, K and V entries, plus
-    PAIR_WORK a (batch, head) pair."""
+    PAIR_WORK a (batch, head) pair; a wide-offsets case's block times its repetitions (the
+    target gets them all: counted by the block alone, the gate put the control streaming
+    attention's wide case at 0.02 s, and it took 42 s, CPU, 2026-12-06)."""
     spec = case.spec
+    tile = getattr(spec, "tile", 1)
     if not hasattr(spec, "seq_k"):
-        return spec.total_rows * (spec.length + ROW_COST)
+        return spec.total_rows * (spec.length + ROW_COST) * tile
     pairs = spec.batch * spec.heads_q
-    return (pairs * (spec.seq_q * spec.seq_k + spec.seq_q * spec.head_dim + PAIR_WORK)
-            + 2 * spec.batch * spec.heads_kv * spec.seq_k * spec.head_dim)
+    return tile * (pairs * (spec.seq_q * spec.seq_k + spec.seq_q * spec.head_dim + PAIR_WORK)
+                   + 2 * spec.batch * spec.heads_kv * spec.seq_k * spec.head_dim)
 
 
 def many_rows_entries(seconds: float, work_seen: int, budget_s: float | None) -> int:
@@ -546,7 +549,7 @@ def wide_case_seconds(widest: tuple[int, float] | None, work: int) -> float | No
 #: (2026-12-05, float32, 100 examples, seed 1) the rate by programs was 6 ms (triton-softmax)
 #: and 13 ms (triton-attention) under the interpreter, and 0.8 ms for a PyTorch attention
 #: callable (a gather and ref naive attention), whose wide case it put at 3.4 s; by work, under
-#: a second.
+#: a second (then the work of the block alone: probe_work counts every repetition since 2026-12-06).
 PROGRAM_BOUND_S = 2e-3
 
 
