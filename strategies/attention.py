@@ -1232,6 +1232,23 @@ def _draw_head_dim(draw: st.DrawFn, dims: tuple[int, ...]) -> int:
     return draw(st.sampled_from(tiers[draw(st.integers(0, len(tiers) - 1))]))
 
 
+def _probe_head_dim(drawn: int, allowed: tuple[int, ...]) -> int:
+    """A forced probe's head dim: the drawn one, but never 1 where ``allowed`` holds another (the
+    smallest above 1 then).  With D = 1 a score is one product, the default scale 1/sqrt(D) is 1
+    and the head dim's stride is never read, so a scale applied twice (or not at all, or as 1/D)
+    and a misread D stride cannot show, in the cases that take most of a short search's budget:
+    the probes' simplest cases held D = 1 on the CPU profile, and a Triton kernel that scaled
+    twice lived through the probe round, killed only at example 16, 7.0 s of float16 (main job,
+    seed 20261211, 2026-12-06).  Drawn at random, D = 1 stays (the plain cases, shrinking)."""
+    return drawn if drawn != 1 else min((d for d in allowed if d > 1), default=drawn)
+
+
+def _probe_dims(dims: list[int]) -> list[int]:
+    """The head dims a probe that draws among ``dims`` may take: all but 1 where another is
+    there (see _probe_head_dim)."""
+    return [d for d in dims if d != 1] or dims
+
+
 def _small_head_dim(drawn: int, allowed: tuple[int, ...], largest: int) -> int:
     """The drawn head dim if it is at most ``largest``, else the largest allowed one up to
     it (the smallest allowed one if none is that small)."""
@@ -1497,6 +1514,8 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
     batch, heads_kv, group = _batch_as_heads(draw, batch, heads_kv, group, c)
     seq_q, seq_k, decode = _sequence_lengths(draw, c.min_seq, c.max_seq, c.decode_max_keys)
     head_dim = _draw_head_dim(draw, c.head_dims)
+    if c.probe is not None:
+        head_dim = _probe_head_dim(head_dim, c.head_dims)
     seq_q, seq_k = _coincident_lengths(draw, seq_q, seq_k, batch, heads_kv * group, head_dim, c)
     probe = draw(st.integers(0, PROBE_ODDS - 1))  # shrinks to 0: no probe
     levels = pair_masks = False
@@ -1615,7 +1634,7 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         group = largest_first(draw, 1, 2) if c.gqa else 1
         heads_kv = max(1, pairs // (batch * group))
         # The widest head dim up to TILES_MAX_HEAD_DIM first: D = 1 makes each score one product.
-        dims = [d for d in c.head_dims if d <= TILES_MAX_HEAD_DIM] or [min(c.head_dims)]
+        dims = _probe_dims([d for d in c.head_dims if d <= TILES_MAX_HEAD_DIM] or [min(c.head_dims)])
         head_dim = draw(st.sampled_from(dims[::-1]))
     elif c.probe == "wide-offsets":
         # One batch entry of a few heads, Nq = Nk, repeated along the heads below.  The widest
@@ -1623,7 +1642,7 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         # at every allowed length gives way to the widest.
         batch, group, decode = 1, 1, False
         heads_kv = draw(st.integers(1, WIDE_BLOCK_HEADS))
-        dims = [d for d in c.head_dims if d <= WIDE_HEAD_DIM]
+        dims = _probe_dims([d for d in c.head_dims if d <= WIDE_HEAD_DIM])
         head_dim = draw(st.sampled_from(dims[::-1]))
         if wide_min_seq(head_dim, c.wide_max_pairs, c.wide_elements) > c.wide_seq[1]:
             head_dim = max(dims)
@@ -1641,7 +1660,8 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
     if c.probe == "zero-scale":
         scale = 0.0
     if scale == 0.0:
-        seq_k = max(seq_k, min(c.max_seq, ZERO_SCALE_MIN_KEYS))
+        # Within the grid probe's own cap on the lengths (its pair count follows from it).
+        seq_k = max(seq_k, min(GRID_HEADS_MAX_SEQ if c.probe == "grid-heads" else c.max_seq, ZERO_SCALE_MIN_KEYS))
     if c.probe == "zero-scale" and head_dim <= WIDE_HEAD_DIM:
         seq_k = max(seq_k, min(ZERO_SCALE_PROBE_KEYS, max(c.max_seq, c.mid_keys_max)))
         if c.zero_scale_keys > seq_k:

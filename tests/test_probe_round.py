@@ -117,8 +117,20 @@ def test_a_forced_attention_probe_is_drawn_every_time(probe: str) -> None:
         assert _attention_probe_holds(probe, case), case.describe()
         if probe != "index-width":
             assert "attn:index-width" not in case.features
+        # D = 1 hides the scale (1/sqrt(1) = 1) and the head dim's stride: never in a probe
+        assert case.spec.head_dim > 1, case.describe()
 
     every()
+
+
+def test_a_probe_keeps_a_head_dim_of_1_only_where_the_target_allows_no_other() -> None:
+    one = Capabilities(head_dim_max=1)
+    first = settings(max_examples=1, phases=[Phase.generate], **_QUIET)
+    case = find(attention_cases(dtypes=("float32",), max_seq=MAX_SEQ, caps=one, probe="many-heads"), lambda c: True,
+                settings=first)
+    assert case.spec.head_dim == 1
+    plain = find(attention_cases(dtypes=("float32",), max_seq=MAX_SEQ), lambda c: True, settings=first)
+    assert plain.spec.head_dim == 1  # drawn at random, D = 1 stays the simplest
 
 
 def test_the_simplest_case_of_a_forced_probe_is_its_strongest() -> None:
