@@ -1496,10 +1496,14 @@ def test_gpu_spans(n, dtype, precise, tuning, coop_grids):
             ok = ~r.isnan()
             assert torch.allclose(y[ok].double(), r[ok], rtol=2e-5, atol=1e-30)
         torch.testing.assert_close(softmax_lse(x), lse, rtol=1e-6, atol=0, equal_nan=True)
-    tuning["spans"] = False  # the cooperative schedule: a few roundings apart
+    tuning["spans"] = False  # the cooperative schedule: a few roundings apart (precise)
     info = torch.finfo(dtype)
     other = softmax(x, precise=precise)
-    assert torch.allclose(y.double(), other.double(), rtol=8 * info.eps, atol=2 * info.smallest_normal * info.eps,
+    # The fast path's exp2 of (x - m) in float32 differs by |x - m| eps between a span's max and
+    # the row's: each schedule within 2e-5 of the reference (above), so within 4e-5 of the other
+    # (8 eps failed at every length on the H100, 2026-12-06).
+    rtol = 8 * info.eps if precise else 4e-5
+    assert torch.allclose(y.double(), other.double(), rtol=rtol, atol=2 * info.smallest_normal * info.eps,
                           equal_nan=True)
 
 
