@@ -236,10 +236,22 @@ FAR_TAIL_MIN_OUTPUT = 64.0
 #: ``causal-offset`` (forced only): causal with Nq and Nk apart, see CAUSAL_OFFSET_SIDES;
 #: ``masked-lead`` and ``masked-tail`` (forced only): see MASKED_LEAD_VISIBLE_SHARE; ``far-tail``
 #: (forced, and one drawn absorption case in two): see FAR_TAIL_GAPS; ``score-floor`` (forced
-#: only): see SCORE_HEADROOM.
-ATTENTION_PROBES = ("zero-scale", "causal-offset", "score-floor", "absorption", "far-tail", "many-heads", "mid-keys",
+#: only): see SCORE_HEADROOM; ``negative-scale`` (forced only): see NEGATIVE_SCALE.
+ATTENTION_PROBES = ("zero-scale", "negative-scale", "causal-offset", "score-floor", "absorption", "far-tail", "many-heads", "mid-keys",
                     "mid-queries", "masked-lead", "masked-tail", "index-width", "grid-heads", "many-tiles",
                     "wide-offsets")  # cheapest first
+#: The negative-scale probe (forced only): scale NEGATIVE_SCALE, Q and K normal with scores as
+#: wide as NEGATIVE_SCALE_PEAK allows within the tolerance's judgement (_tamed_scale's limit),
+#: at least NEGATIVE_SCALE_KEYS keys (within max_seq).  A negative scale is a valid one (SDPA
+#: takes any float), and drawn at random it came in about one case in ten, mostly with a
+#: constant Q or K (a sign that cannot show) or scores too wide to judge: a kernel that took
+#: |scale|, or the default for a scale <= 0, lived through 64-136 examples at two seeds of
+#: three at the main job's 4 s a dtype (red team, 2026-12-06).  The Triton tutorial's forward
+#: takes the row maximum of the raw scores times the scale, the minimum of the scaled scores
+#: when the scale is negative: exp(s - m) overflows once the scaled scores spread past ~88.
+NEGATIVE_SCALE = -0.7
+NEGATIVE_SCALE_PEAK = 1600.0
+NEGATIVE_SCALE_KEYS = 131
 #: The score-floor probe (forced only, within the size profile): every score of a row equal and
 #: about as low as the contract lets a finite score go (qk_limit: 1 / SCORE_HEADROOM of the
 #: compute format's largest value, -5.3e36 in float32, -D 65504**2 with float16 inputs, times
@@ -1356,6 +1368,20 @@ def _far_tail_recipes(fmt: FloatFormat, head_dim: int, seq_k: int,
     return q, k, v
 
 
+def _negative_scale_recipes(fmt: FloatFormat, head_dim: int, roundoffs: tuple[float, float]
+                            ) -> tuple[float, ValueRecipe, ValueRecipe]:
+    """The negative-scale probe's scale and Q, K recipes (see NEGATIVE_SCALE): Q and K normal with a
+    spread whose peak score, |scale| D (4 spread)^2, is NEGATIVE_SCALE_PEAK or, where that is past
+    the tolerance's judgement for these roundoffs, TAME_MARGIN of it (as _tamed_scale)."""
+    u_dot, u_c = roundoffs
+    judged = TAME_MARGIN * ILL_CONDITIONED_ARGUMENT_ERROR / (2.0 * u_dot + (head_dim + 3.0) * u_c)
+    peak = min(NEGATIVE_SCALE_PEAK, judged)
+    spread = math.sqrt(peak / (abs(NEGATIVE_SCALE) * head_dim)) / 4.0
+    spread = min(float(f"{spread:.3g}"), qk_limit(fmt, head_dim, NEGATIVE_SCALE) / 8.0)
+    recipe = ValueRecipe("normal", scale=spread)
+    return NEGATIVE_SCALE, recipe, recipe
+
+
 #: Three cases in four are "tamed": where their scores could be so large that the tolerance
 #: gives up on them (a bound on a score's rounding error past ILL_CONDITIONED_ARGUMENT_ERROR:
 #: an infinite tolerance, only the hull checked), the scale is cut so that the largest score
@@ -1662,6 +1688,8 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
     if scale == 0.0:
         # Within the grid probe's own cap on the lengths (its pair count follows from it).
         seq_k = max(seq_k, min(GRID_HEADS_MAX_SEQ if c.probe == "grid-heads" else c.max_seq, ZERO_SCALE_MIN_KEYS))
+    if c.probe == "negative-scale":
+        seq_k, seq_q = max(seq_k, min(c.max_seq, NEGATIVE_SCALE_KEYS)), max(seq_q, min(c.max_seq, 4))
     if c.probe == "zero-scale" and head_dim <= WIDE_HEAD_DIM:
         seq_k = max(seq_k, min(ZERO_SCALE_PROBE_KEYS, max(c.max_seq, c.mid_keys_max)))
         if c.zero_scale_keys > seq_k:
@@ -1811,6 +1839,8 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
     if not rare(draw, WILD_ODDS) and effective != 0.0:
         tamed = _tamed_scale(effective, q, k, head_dim, qk_bound, c.roundoffs[fmt.name])
         scale = scale if tamed is None else tamed
+    if c.probe == "negative-scale":
+        scale, q, k = _negative_scale_recipes(fmt, head_dim, c.roundoffs[fmt.name])
 
     shapes = (
         ("q", (batch, heads_q, seq_q, head_dim)),

@@ -72,6 +72,8 @@ def _attention_probe_holds(probe: str, case) -> bool:
     s = case.spec
     return {
         "zero-scale": s.scale == 0.0 and "scale:zero" in case.features,
+        "negative-scale": (s.scale == A.NEGATIVE_SCALE and s.q.kind == s.k.kind == "normal" and s.q.scale == s.k.scale > 0
+                           and s.seq_k >= min(MAX_SEQ, A.NEGATIVE_SCALE_KEYS) and "scale:negative" in case.features),
         "index-width": "attn:index-width" in case.features,
         "mid-keys": MAX_SEQ < s.seq_k <= A.MID_KEYS_MAX and s.seq_q <= A.MID_KEYS_MAX_QUERIES,
         "mid-queries": MAX_SEQ < s.seq_q <= A.MID_QUERIES_MAX and s.seq_k <= A.MID_QUERIES_MAX_KEYS,
@@ -283,14 +285,14 @@ def test_which_probes_the_arguments_allow_and_clear_errors_otherwise() -> None:
     # the summation-bias check needs rows of 2048 entries: a target limited below has no mixed row
     assert "mixed-row" not in softmax_probes(caps=Capabilities(max_length=S.MIXED_MIN_LENGTH - 1))
     assert "mixed-row" in softmax_probes(caps=Capabilities(max_length=S.MIXED_MIN_LENGTH))
-    assert attention_probes(probes=False, index_widths=False) == ("zero-scale", "causal-offset", "score-floor",
-                                                                  "masked-lead", "masked-tail")  # not sizes
+    assert attention_probes(probes=False, index_widths=False) == ("zero-scale", "negative-scale", "causal-offset",
+                                                                  "score-floor", "masked-lead", "masked-tail")  # not sizes
     assert "masked-lead" not in attention_probes(caps=Capabilities(bool_mask=False))
     assert "masked-tail" in attention_probes(caps=Capabilities(bool_mask=False))  # by the causal flag
     assert "masked-tail" not in attention_probes(caps=Capabilities(bool_mask=False, causal_square_only=True))
     assert "masked-tail" not in attention_probes(caps=Capabilities(neg_inf=False))
-    assert attention_probes(max_seq=8) == ("zero-scale", "causal-offset", "score-floor", "many-heads", "mid-keys",
-                                           "mid-queries", "masked-lead", "masked-tail",
+    assert attention_probes(max_seq=8) == ("zero-scale", "negative-scale", "causal-offset", "score-floor", "many-heads",
+                                           "mid-keys", "mid-queries", "masked-lead", "masked-tail",
                                            "index-width")  # absorption: 17 keys
     assert "causal-offset" not in attention_probes(caps=Capabilities(causal_square_only=True))
     assert "causal-offset" not in attention_probes(caps=Capabilities(causal=False))
@@ -389,7 +391,7 @@ def test_a_campaign_cell_tries_the_probes_in_its_first_chunk_only(monkeypatch) -
     with search.observing_cases(before=seen.append):
         run_cell(target, "float32", base, budget_s=600.0, seed=1, max_examples=40, observe=False)
     args = search._strategy_args(target, "float32", base)
-    for probe in ("zero-scale", "causal-offset", "score-floor", "masked-tail"):
+    for probe in ("zero-scale", "negative-scale", "causal-offset", "score-floor", "masked-tail"):
         simplest = find(attention_cases(**args, probe=probe), lambda c: True, settings=first)
         assert sum(c.spec == simplest.spec for c in seen) == 1, probe
 
@@ -512,6 +514,44 @@ def test_the_zero_scale_probe_catches_a_kernel_that_skips_zero_value_blocks(bloc
     assert engine.check_attention_input(target, built.q, built.k, built.v, **kw).evaluation.ok
     found = engine.check_attention_input(mutant, built.q, built.k, built.v, **kw).evaluation
     assert [v.kind for v in found.violations] == ["accuracy"]
+
+
+def _shifts_by_the_raw_maximum(q, k, v, *, scale, causal=False, mask=None):
+    """Attention whose shift is the row maximum of the raw scores times the scale (the Triton
+    tutorial's m = max(qk) * scale): the minimum of the scaled scores when the scale is negative,
+    and exp(s - m) overflows once they spread past ~88."""
+    from kernels.reference import key_visibility
+
+    raw = q.float() @ k.float().repeat_interleave(q.shape[1] // k.shape[1], 1).transpose(-1, -2)
+    seen = key_visibility(q, k, causal, mask)
+    seen = torch.ones_like(raw, dtype=torch.bool) if seen is None else seen.expand_as(raw)
+    raw = raw.masked_fill(~seen, float("-inf"))
+    m = raw.amax(-1, keepdim=True) * scale
+    p = torch.exp(raw * scale - torch.where(torch.isfinite(m), m, torch.zeros_like(m))).masked_fill(~seen, 0.0)
+    vv = v.float().repeat_interleave(q.shape[1] // k.shape[1], 1)
+    return ((p @ vv) / p.sum(-1, keepdim=True)).to(q.dtype)
+
+
+def _takes_the_absolute_scale(q, k, v, *, scale, causal=False, mask=None):
+    from kernels.reference import naive_attention
+
+    return naive_attention(q, k, v, scale=abs(scale), causal=causal, mask=mask, compute_dtype=torch.float32)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+def test_the_negative_scale_probe_catches_a_shift_by_the_raw_maximum_and_an_absolute_scale(dtype: str) -> None:
+    case = find(attention_cases(dtypes=(dtype,), max_seq=MAX_SEQ, probe="negative-scale"), lambda c: True,
+                settings=settings(max_examples=1, phases=[Phase.generate], **_QUIET))
+    built = case.build()
+    target = get_target("ref-naive-attention")
+    kw = dict(scale=built.scale, causal=built.causal, mask=built.mask, compare_naive=False)
+    from verify import engine
+
+    assert built.scale < 0 and engine.check_attention_input(target, built.q, built.k, built.v, **kw).evaluation.ok
+    for fn in (_shifts_by_the_raw_maximum, _takes_the_absolute_scale):
+        mutant = dataclasses.replace(target, name=fn.__name__, fn=fn)
+        found = engine.check_attention_input(mutant, built.q, built.k, built.v, **kw).evaluation
+        assert not found.ok, fn.__name__
 
 
 def _pads_lanes_with_the_lowest_finite_value(x: torch.Tensor) -> torch.Tensor:
