@@ -321,7 +321,9 @@ def decoy_is_answered(decoy_out: Any, first_out: torch.Tensor, truth: torch.Tens
                          f"visible V rows is {want[at].item()!r}: it is wrong for that flag here (or a cache keyed "
                          "without the flag answered)")
     why = ("bit for bit the first call's result: it computed on the first call's inputs"
-           if same else "the first call's inputs or state leak into it")
+           if same else "the first call's inputs or state leak into it, or the target is wrong on these inputs "
+           "(built to have a known answer: a ramp of 0 to 2; for attention Q = K = 0, so every visible key weighs "
+           "the same) in a way the first call's did not show (a misread head, mask or key does this too)")
     return Violation("stale-input",
                      f"a second call on other tensors of the same shapes (the first call's still alive) {returned} "
                      f"their answer is {want[at].item()!r}, {why}; a cache keyed by "
