@@ -1252,7 +1252,7 @@ def _probe_head_dim(drawn: int, allowed: tuple[int, ...]) -> int:
     the probes' simplest cases held D = 1 on the CPU profile, and a Triton kernel that scaled
     twice lived through the probe round, killed only at example 16, 7.0 s of float16 (main job,
     seed 20261211, 2026-12-06).  Drawn at random, D = 1 stays (the plain cases, shrinking)."""
-    return drawn if drawn != 1 else min((d for d in allowed if d > 1), default=drawn)
+    return drawn if drawn != 1 else min(_probe_dims(list(allowed)))
 
 
 def _probe_dims(dims: list[int]) -> list[int]:
@@ -1296,7 +1296,7 @@ def _long_key_recipes(q: ValueRecipe, k: ValueRecipe, v: ValueRecipe, fmt: Float
     q, k, v = (ValueRecipe("normal", scale=r.scale, offset=r.offset) if r.kind in ZERO_RUN_KINDS else r
                for r in (q, k, v))
     # |scale q . k_j| <= D * (4 high) * (|offset| + 4 high) / sqrt(D) at the default scale
-    limit = TAME_MARGIN * ILL_CONDITIONED_ARGUMENT_ERROR / ((head_dim + 3.0) * u_c)
+    limit = _judged_peak(head_dim, 0.0, u_c)
     reach = max(limit / (math.sqrt(head_dim) * 4.0 * high) - 4.0 * high, 0.0)
     k = ValueRecipe(k.kind, scale=k.scale, offset=float(f"{min(max(k.offset, -reach), reach):.3g}"))
 
@@ -1372,10 +1372,8 @@ def _negative_scale_recipes(fmt: FloatFormat, head_dim: int, roundoffs: tuple[fl
                             ) -> tuple[float, ValueRecipe, ValueRecipe]:
     """The negative-scale probe's scale and Q, K recipes (see NEGATIVE_SCALE): Q and K normal with a
     spread whose peak score, |scale| D (4 spread)^2, is NEGATIVE_SCALE_PEAK or, where that is past
-    the tolerance's judgement for these roundoffs, TAME_MARGIN of it (as _tamed_scale)."""
-    u_dot, u_c = roundoffs
-    judged = TAME_MARGIN * ILL_CONDITIONED_ARGUMENT_ERROR / (2.0 * u_dot + (head_dim + 3.0) * u_c)
-    peak = min(NEGATIVE_SCALE_PEAK, judged)
+    the tolerance's judgement for these roundoffs, TAME_MARGIN of it (_judged_peak)."""
+    peak = min(NEGATIVE_SCALE_PEAK, _judged_peak(head_dim, *roundoffs))
     spread = math.sqrt(peak / (abs(NEGATIVE_SCALE) * head_dim)) / 4.0
     spread = min(float(f"{spread:.3g}"), qk_limit(fmt, head_dim, NEGATIVE_SCALE) / 8.0)
     recipe = ValueRecipe("normal", scale=spread)
@@ -1401,13 +1399,19 @@ def _peak(r: ValueRecipe) -> float:
     return abs(r.offset) + 4.0 * r.spread() + (abs(r.gap) if r.kind == "seq-drift" else 0.0)
 
 
+def _judged_peak(head_dim: int, u_dot: float, u_c: float) -> float:
+    """TAME_MARGIN of the largest |score| whose rounding error bound stays within
+    ILL_CONDITIONED_ARGUMENT_ERROR, for a dot of ``head_dim`` products whose inputs round at
+    ``u_dot`` (0 where they enter it unrounded) in a compute precision of ``u_c``."""
+    return TAME_MARGIN * ILL_CONDITIONED_ARGUMENT_ERROR / (2.0 * u_dot + (head_dim + 3.0) * u_c)
+
+
 def _tamed_scale(scale: float, q: ValueRecipe, k: ValueRecipe, head_dim: int, qk_bound: float,
                  roundoffs: tuple[float, float]) -> float | None:
     """A smaller scale that keeps every score well-conditioned for the target (see WILD_ODDS),
     or None where ``scale`` does already.  ``roundoffs``: the unit roundoffs of the target's
     dot-product inputs (0 when Q and K enter it unrounded) and of its compute precision."""
-    u_dot, u_c = roundoffs
-    limit = TAME_MARGIN * ILL_CONDITIONED_ARGUMENT_ERROR / (2.0 * u_dot + (head_dim + 3.0) * u_c)
+    limit = _judged_peak(head_dim, *roundoffs)
     peak = abs(scale) * head_dim * min(_peak(q), qk_bound) * min(_peak(k), qk_bound)
     if peak <= limit:
         return None

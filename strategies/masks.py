@@ -189,9 +189,7 @@ class MaskSpec:
         uses ``pads[i]`` instead (rows of a 2-D softmax are separate sequences).
         """
         keep = self._kind_keep(n_rows, n_cols, rng, group, per_row)
-        if self.dead_rows and n_rows:
-            keep[[(r + group) % n_rows for r in self.dead_rows], :] = False
-        return keep
+        return _hide_rows(keep, self.dead_rows, group) if self.dead_rows else keep
 
     def _kind_keep(self, n_rows: int, n_cols: int, rng: np.random.Generator, group: int, per_row: bool
                    ) -> np.ndarray:
@@ -203,9 +201,7 @@ class MaskSpec:
         if k == "random":
             return ~(rng.random((n_rows, n_cols)) < self.density)
         if k == "fully-masked-row":
-            keep = np.ones((n_rows, n_cols), dtype=bool)
-            keep[[(r + group) % n_rows for r in self.rows], :] = False  # other rows in other groups
-            return keep
+            return _hide_rows(np.ones((n_rows, n_cols), dtype=bool), self.rows, group)
         shift = self.stagger * group
         if k == "leading-block":
             return np.broadcast_to(j >= self.block + shift, (n_rows, n_cols)).copy()
@@ -225,6 +221,14 @@ class MaskSpec:
             live = j >= pads if self.side == "start" else j < n_cols - pads
             return np.broadcast_to(live, (n_rows, n_cols)).copy()
         raise AssertionError(k)
+
+
+def _hide_rows(keep: np.ndarray, rows: tuple[int, ...], group: int) -> np.ndarray:
+    """``keep`` with the ``rows`` (shifted by ``group``, modulo the row count: other rows in other
+    groups) wholly masked, in place."""
+    if len(keep):
+        keep[[(r + group) % len(keep) for r in rows], :] = False
+    return keep
 
 
 def keep_features(keep: np.ndarray) -> tuple[str, ...]:
