@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 import json
 import math
+from dataclasses import replace
 
 import pytest
 import torch
@@ -155,6 +156,20 @@ def test_off_cuda_the_probe_runs_where_the_target_is_fast_enough() -> None:
     assert cell.features["offsets:float-exact"] >= 1 and not cell.features.get("offsets:wide")
 
 
+def test_an_estimate_a_little_over_the_gate_from_a_small_case_is_taken_again_from_a_pilot() -> None:
+    spec = SoftmaxSpec(dtype="float32", rows=3, length=16, tile=699052)
+    case = SOFTMAX.SoftmaxCase(spec)
+    work = search.probe_work(case)
+    small = (65567, 0.0036)  # a millisecond's noise on a small case: 5.5 s estimated
+    pilot = search.wide_pilot(case, 5.5, 3.0, small)
+    assert pilot.spec == SoftmaxSpec(dtype="float32", rows=3, length=16, tile=699052 // search.WIDE_PILOT_SHARE)
+    assert search.probe_work(pilot) * search.WIDE_PILOT_SHARE <= work
+    assert search.wide_pilot(case, 2.9, 3.0, small) is None  # under the gate: the case runs
+    assert search.wide_pilot(case, 3.0 * search.WIDE_PILOT_SHARE + 1, 3.0, small) is None  # the pilot would not fit
+    assert search.wide_pilot(case, 5.5, 3.0, (work // 2, 1.0)) is None  # measured on as much as a pilot's work
+    assert search.wide_pilot(SOFTMAX.SoftmaxCase(replace(spec, tile=31)), 5.5, 3.0, small) is None  # 1 repetition
+
+
 def _at_float32_positions(t: torch.Tensor) -> torch.Tensor:
     """``t`` read back at positions made in float32 (torch.arange): exact up to 2**24 elements,
     past it an odd position rounds to an even neighbour and the entry read is the one beside it."""
@@ -229,6 +244,25 @@ def test_the_search_runs_the_probe_and_a_wrap_replays(narrow_wide_offsets, tmp_p
     assert how.startswith("rebuilt from the spec") and inputs["tile"] == art.inputs["tile"], how
     again = engine.check_softmax_input(_target(_wrapping_at_width), inputs["x"], tile=inputs["tile"])
     assert not again.evaluation.ok
+
+
+def test_a_pilot_is_checked_first_and_reported_apart(narrow_wide_offsets, monkeypatch, tmp_path) -> None:
+    timed = search.wide_case_seconds
+
+    def long_from_small_cases(widest, work):  # what a slow millisecond on a small case says
+        seconds = timed(widest, work)
+        small = widest is not None and widest[0] * search.WIDE_PILOT_SHARE * 2 < work  # not a pilot
+        return 5.0 if small and seconds is not None else seconds
+
+    monkeypatch.setattr(search, "wide_case_seconds", long_from_small_cases)
+    opts = search.CheckOptions(max_examples=40, seed=3, compare_naive=False, artifact_dir=str(tmp_path), shrink=False)
+    right = search.check_cell(_target(_right, "torch-right"), "float32", opts)
+    assert right.status == "passed", right.violation
+    assert right.wide_probe.startswith("wide-offsets: ") and "pilot(s) of 1/16" in right.wide_probe, right.wide_probe
+    wrapping = search.check_cell(_target(_wrapping_at_width, "wraps-at-2-25"), "float32", opts)
+    assert wrapping.status == "violated" and "repetition" in wrapping.violation.message
+    # the pilot (a sixteenth: short of the width) passed; the case it timed is the one kept
+    assert artifacts.load(wrapping.artifact).inputs["tile"] * 48 > WIDTH
 
 
 # ---- attention ---------------------------------------------------------------------------------

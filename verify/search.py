@@ -543,6 +543,31 @@ def wide_case_seconds(widest: tuple[int, float] | None, work: int) -> float | No
     return widest[1] * work / widest[0]
 
 
+#: The wide-offsets gate off CUDA extrapolates from the largest case so far, and a small case's
+#: call is mostly fixed cost: a PyTorch callable's largest ordinary case, 65,567 units in 0.5 to
+#: 3.6 ms, put its wide case of 1,535 times the work at 0.8 to 5.5 s, which took 0.7 to 0.9 s
+#: (CPU, 2026-12-06): the probe ran or not by the noise of a millisecond.  Where the estimate is
+#: over the gate by less than this factor (the pilot's own estimate within it) and reaches past
+#: this factor times that case's work, a pilot of 1/WIDE_PILOT_SHARE of the repetitions is
+#: checked first, and the estimate taken again from its speed (wide_pilot).
+WIDE_PILOT_SHARE = 16
+
+
+def wide_pilot(case, seconds: float | None, gate: float, widest: tuple[int, float] | None):
+    """The pilot to time before the wide-offsets case ``case`` (estimated at ``seconds`` against
+    ``gate``; ``widest``: the largest case so far, (work, seconds)), or None where the estimate
+    stands: under the gate, too far over it for a pilot to fit, or from a case of at least the
+    pilot's work.  The pilot is ``case`` with 1/WIDE_PILOT_SHARE of its repetitions (at least 2),
+    a case like any other: checked, recorded, replayable."""
+    if seconds is None or widest is None or not gate < seconds <= WIDE_PILOT_SHARE * gate:
+        return None
+    tile = case.spec.tile // WIDE_PILOT_SHARE
+    if tile < 2:
+        return None
+    pilot = type(case)(replace(case.spec, tile=tile))
+    return pilot if probe_work(pilot) > widest[0] else None
+
+
 #: A target whose case with the most programs (program_units) took more than this a program is
 #: taken as bound by its programs (a kernel under the Triton interpreter: ~18 ms each), and the
 #: wide-offsets gate off CUDA estimates its case by programs as well as by work.  On this CPU
@@ -743,7 +768,7 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
                              "probe_costs": {}, "tiles_pilots": {},
                              "last_case": None, "last_target_s": 0.0, "last_one_call_s": 0.0,
                              "fastest_one_call_s": math.inf, "any_size": False, "widest": None,
-                             "most_programs": None, "wide_gate": None}
+                             "most_programs": None, "wide_gate": None, "wide_pilots": 0}
     any_size_opts = replace(opts, call_checks_at_any_size=True)  # a probe's cases, one in SECOND_CALL_ODDS
     start = time.perf_counter()
     # The first example's time, up to max(budget, WARMUP_CAP_S), left out of the budget and of
@@ -818,15 +843,31 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
                 state["stopping"] = True
                 raise _PartOver()
         if state["wide_gate"] is not None and case.spec.tile > 1:
-            seconds = wide_case_seconds(state["widest"], probe_work(case))
-            most = state["most_programs"]
-            if seconds is not None and most is not None and most[1] > PROGRAM_BOUND_S * most[0]:
-                seconds = max(seconds, wide_case_seconds(most, program_units(case)))
+            seconds = wide_seconds(case)
+            pilot = wide_pilot(case, seconds, state["wide_gate"], state["widest"])
+            if pilot is not None:
+                check(pilot, drawn=False)  # checked, recorded, its failure reported like any case's
+                state["wide_pilots"] += 1
+                seconds = wide_seconds(case)  # now from the pilot's speed
             if seconds is None or seconds > state["wide_gate"]:
                 state["stopping"] = True  # the example in flight did not fail: the database keeps nothing
                 raise _WideSkipped("no case ran to time it" if seconds is None else
                                    f"a case of {case.spec.tile} repetitions would take the target about {seconds:.2g} s "
                                    f"at the speed of the largest case so far ({state['wide_gate']:.2g} s allowed)")
+        check(case)
+
+    def wide_seconds(case) -> float | None:
+        """The wide-offsets gate's estimate of ``case``'s target call (wide_case_seconds)."""
+        seconds = wide_case_seconds(state["widest"], probe_work(case))
+        most = state["most_programs"]
+        if seconds is not None and most is not None and most[1] > PROGRAM_BOUND_S * most[0]:
+            seconds = max(seconds, wide_case_seconds(most, program_units(case)))
+        return seconds
+
+    def check(case, drawn: bool = True) -> None:
+        """``case`` run and checked: recorded, and a violation, hang or lost context raised;
+        ``drawn``: the example Hypothesis drew, whose features and score it is told (a pilot's not:
+        one score a label an example)."""
         began = time.perf_counter()
         try:
             any_size = state["any_size"] or case.spec.seed % SECOND_CALL_ODDS == 0
@@ -843,7 +884,7 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
             state["first_failure_s"] = time.perf_counter() - start
             cell.examples_to_first_failure = cell.examples + 1
             raise _HangFound(hang, case) from None
-        for f in case.features:
+        for f in case.features if drawn else ():
             event(f)
         if not state["found"]:
             if exempt and cell.examples == 0:  # the first example, before record counts it
@@ -857,15 +898,16 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
             # what a many-tiles case pays: one call (its cases make no second calls)
             state["last_one_call_s"] = max(wall - out.second_call_seconds, 1e-6)
             state["fastest_one_call_s"] = min(state["fastest_one_call_s"], state["last_one_call_s"])
-            state["last_case"], state["last_target_s"] = case, out.seconds
+            if drawn:  # a pilot is not what the probes report as their case
+                state["last_case"], state["last_target_s"] = case, out.seconds
             # the wide-offsets gate's speeds off CUDA (wide_case_seconds)
             if state["widest"] is None or work > state["widest"][0]:
                 state["widest"] = (work, out.seconds)
             units = program_units(case)
             if state["most_programs"] is None or units > state["most_programs"][0]:
                 state["most_programs"] = (units, out.seconds)
-        ratio = out.evaluation.max_ratio
-        hyp_target(min(ratio, 1e12), label="error/tolerance")
+        if drawn:
+            hyp_target(min(out.evaluation.max_ratio, 1e12), label="error/tolerance")
         if out.evaluation.violations:
             if not state["found"]:
                 state["first_failure_s"] = time.perf_counter() - start
@@ -972,9 +1014,11 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
         if why:
             return f"wide-offsets not tried: {why}"
         state["last_case"], examples_before, began = None, cell.examples, time.perf_counter()
+        state["wide_pilots"] = 0
         # Off CUDA a kernel under the Triton interpreter (~18 ms a program) would take hours on a
-        # case past 2**24 elements: each case runs only where the largest case so far says it
-        # takes GRID_SECONDS (or GRID_SHARE of the budget) at most (property_holds).
+        # case past 2**24 elements: each case runs only where the largest case so far (or a pilot
+        # of a sixteenth of it: wide_pilot) says it takes GRID_SECONDS (or GRID_SHARE of the
+        # budget) at most (property_holds).
         if not opts.device.startswith("cuda"):
             state["wide_gate"] = GRID_SECONDS if opts.budget_s is None else min(GRID_SECONDS,
                                                                                 GRID_SHARE * opts.budget_s)
@@ -986,13 +1030,14 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
             skipped = str(short)
         finally:
             state["wide_gate"] = None
-        case = state["last_case"]
+        case, pilots = state["last_case"], state["wide_pilots"]
+        piloted = f" ({pilots} pilot(s) of 1/{WIDE_PILOT_SHARE} the repetitions checked first)" if pilots else ""
         if case is None:
-            return f"wide-offsets not tried: {skipped}" if skipped else "wide-offsets: no case ran"
+            return f"wide-offsets not tried: {skipped}{piloted}" if skipped else "wide-offsets: no case ran"
         shape = case.spec.full_shape if target.op == "softmax" else case.spec.full_shapes["q"]
-        done = (f"wide-offsets: {cell.examples - examples_before} case(s), the last {' x '.join(map(str, shape))} "
-                f"({math.prod(shape)} elements{'' if target.op == 'softmax' else ' in Q'}), "
-                f"in {time.perf_counter() - began:.2g} s")
+        done = (f"wide-offsets: {cell.examples - examples_before - pilots} case(s), the last "
+                f"{' x '.join(map(str, shape))} ({math.prod(shape)} elements{'' if target.op == 'softmax' else ' in Q'}), "
+                f"in {time.perf_counter() - began:.2g} s{piloted}")
         return f"{done}; then {skipped}" if skipped else done
 
     # Without probes: one run.  With them: PROBE_ROUND_AT of the examples (and of the budget),
