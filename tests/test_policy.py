@@ -297,6 +297,43 @@ def test_either_masked_row_convention_holds_for_every_such_row_of_a_call() -> No
     assert judged(nans).ok  # NaN for both
 
 
+def test_a_nan_in_v_under_zero_weights_may_reach_a_row_with_no_visible_key_too() -> None:
+    """0 x NaN = NaN in a P V product whatever the row: torch's math backend gives a row with no
+    visible key [nan, 0, ...] when V holds NaN there (2.13, CPU), the leniency live rows have.
+    One such element alone (D = 1) fits either convention; a guard that mixes them is still caught.
+    (The eighth red team's float64 control, zeros for empty rows then P @ V, failed without it.)"""
+    q, k = torch.zeros(1, 2, 2, 3), torch.zeros(1, 2, 2, 3)
+    v = torch.ones(1, 2, 2, 3)
+    v[0, 0, 1, 0] = math.nan  # head 0, key 1: hidden from every query
+    mask = torch.tensor([[True, False], [False, False]])  # query 1 sees nothing
+
+    def zero_weights(q, k, v, *, scale, causal=False, mask=None):
+        s = scale * q.double() @ k.double().transpose(-1, -2)
+        visible = mask if not causal else mask & torch.ones(2, 2, dtype=torch.bool).tril()
+        p = torch.softmax(s.masked_fill(~visible, -math.inf), -1).nan_to_num(0.0)
+        return (p @ v.double()).to(q.dtype)  # row 1 of head 0: [nan, 0, 0]; of head 1: zeros
+
+    def judged(fn, d=3, masked_rows="either"):
+        target = Target("t", "attention", fn, Capabilities(), "test")
+        return engine.check_attention_input(target, q[..., :d], k[..., :d], v[..., :d], scale=0.5, causal=False,
+                                            mask=mask, masked_rows=masked_rows, compare_naive=False).evaluation
+
+    for policy in ("either", "zero"):
+        assert judged(zero_weights, masked_rows=policy).ok, judged(zero_weights, masked_rows=policy).violations
+        assert judged(reference.sdpa_math, masked_rows=policy).ok
+    # D = 1: head 0's empty row is [nan] alone, head 1's [0]
+    assert judged(zero_weights, d=1).ok
+    assert not judged(zero_weights, d=1, masked_rows="nan").ok  # a NaN convention wants NaN rows
+
+    def mixed(q, k, v, *, scale, causal=False, mask=None):  # 0/0 for head 1's empty row only
+        out = zero_weights(q, k, v, scale=scale, causal=causal, mask=mask)
+        out[:, 1, 1] = math.nan
+        return out
+
+    violations = judged(mixed).violations
+    assert [x.kind for x in violations] == ["masked-row"] and "both all 0" in violations[0].message
+
+
 # ---- one normalizer a row --------------------------------------------------------------------
 
 def _perturbed_softmax(rel: torch.Tensor):

@@ -127,18 +127,24 @@ def _at(t: torch.Tensor, flat_index: int) -> tuple[int, ...]:
     return tuple(int(i) for i in torch.unravel_index(torch.tensor(flat_index), t.shape))
 
 
-def _masked_row_violation(got_rows: torch.Tensor, index_rows: torch.Tensor, policy: str, what: str) -> Violation | None:
-    """got_rows: (r, n) outputs of rows the contract says are fully masked."""
+def _masked_row_violation(got_rows: torch.Tensor, index_rows: torch.Tensor, policy: str, what: str,
+                          lenient: torch.Tensor | None = None) -> Violation | None:
+    """got_rows: (r, n) outputs of rows the contract says are fully masked; ``lenient`` (r, n):
+    elements that may be non-finite in place of 0 (attention: a NaN/inf in V under the zero
+    weights, 0 x NaN = NaN in a P V product); a row of such elements alone fits either convention."""
     if got_rows.numel() == 0:
         return None
     all_nan = torch.isnan(got_rows).all(-1)
     all_zero = (got_rows == 0).all(-1)
+    if lenient is not None:
+        all_zero = ((got_rows == 0) | (lenient & ~torch.isfinite(got_rows))).all(-1)
     ok = {"either": all_nan | all_zero, "nan": all_nan, "zero": all_zero}[policy]
     if bool(ok.all()):
-        if policy == "either" and bool(all_nan.any()) and bool(all_zero.any()):
+        zero_only, nan_only = all_zero & ~all_nan, all_nan & ~all_zero
+        if policy == "either" and bool(nan_only.any()) and bool(zero_only.any()):
             # One convention a call: a kernel that finds its empty rows on one path (the mask)
             # and lets another (mask and causal together) divide 0 by 0 mixes them.
-            zero, nan = (tuple(int(i) for i in index_rows[int(torch.nonzero(m)[0])]) for m in (all_zero, all_nan))
+            zero, nan = (tuple(int(i) for i in index_rows[int(torch.nonzero(m)[0])]) for m in (zero_only, nan_only))
             return Violation(
                 "masked-row",
                 f"rows with no unmasked entry come back both all 0 ({what} {zero}) and all NaN ({what} {nan}); "
@@ -424,7 +430,8 @@ def evaluate_attention(
     masked = status == ROW_MASKED
     if masked.any():
         idx = torch.nonzero(masked.cpu())
-        viol = _masked_row_violation(g[masked], idx, masked_rows, "query row (b, h, i)")
+        viol = _masked_row_violation(g[masked], idx, masked_rows, "query row (b, h, i)",
+                                     truth.may_be_nonfinite.to(g.device)[masked])
         if viol:
             ev.violations.append(viol)
     return ev

@@ -107,7 +107,8 @@ class AttentionTruth:
     # does: its log-sum-exp must be NaN (V does not enter the LSE)
     lse_expected_nan: torch.Tensor
     # (B, Hq, Nq, D) bool: a NaN/inf sits in V only under zero weights (masked keys); IEEE gives
-    # 0 * NaN = NaN, so a P V product may turn it non-finite: such an element may be NaN, or exact.
+    # 0 * NaN = NaN, so a P V product may turn it non-finite: such an element may be NaN, or exact
+    # (in a row with no visible key, exact is 0: torch's math backend gives [nan, 0, ...] there).
     may_be_nonfinite: torch.Tensor
     input_has_nonfinite: bool  # any NaN / inf anywhere in q, k or v
     visible: torch.Tensor | None  # (B, Hq, Nq, Nk) bool: the effective causal & mask pattern
@@ -359,7 +360,7 @@ def attention_truth(
     expected_nan &= ~row_inf[..., None]
     lse_expected_nan = row_nan & ~row_inf & ~no_key
     v_col_bad = v_bad.any(-2)[:, :, None, :]  # (B,Hq,1,Dv)
-    may_be_nonfinite = v_col_bad & ~expected_nonfinite & ~no_key[..., None]
+    may_be_nonfinite = v_col_bad & ~expected_nonfinite
 
     qz = torch.nan_to_num(q64, nan=0.0, posinf=0.0, neginf=0.0)
     kz = torch.nan_to_num(k64, nan=0.0, posinf=0.0, neginf=0.0)
