@@ -73,7 +73,7 @@ from strategies.lengths import (
     wide_elements_or_default,
     wide_repetitions,
 )
-from strategies.masks import MASK_KINDS, MaskSpec, keep_features, mask_specs
+from strategies.masks import MASK_KINDS, STAGGERED_KINDS, MaskSpec, keep_features, mask_specs
 from strategies.rounding import to_format
 from strategies.specials import SpecialSpec, special_kinds, special_specs
 from strategies.values import ValueRecipe, magnitudes, position_distinct, sample_groups, value_recipes
@@ -180,6 +180,16 @@ KEEP_ALL_ODDS = 8
 #: dead row left unwritten, an empty row's LSE 0) lived through 13 examples a dtype at 2 of 3
 #: seeds of the main job's 4 s a dtype (2026-12-06).
 DEAD_ROWS_ODDS = 4
+#: One masked case in FLIP_ODDS whose mask has a pattern (causal, sliding-window, leading-block,
+#: key-padding, or one that hides nothing) and at least 3 x 3 entries has one entry inverted
+#: inside it (MaskSpec.flips): off the first and last rows and columns and off the kind's
+#: diagonal, the entries a cheap test of the mask's shape reads.  A kernel that ran a mask it
+#: took for causal by its first row and diagonal as the causal flag (a sliding window, a causal
+#: mask with holes) lived through 53 examples a dtype at seed 1 of the main job's 4 s a dtype
+#: (a blind mutant, 2026-12-06): sliding windows at offset 0, unstaggered, on Nq = Nk came too
+#: seldom.
+FLIP_ODDS = 3
+FLIP_KINDS = ("causal", "sliding-window", "leading-block", "key-padding", "random")
 DEAD_ROW_PLACES = ("last", "first", "middle")
 #: Mask shapes that hold a mask for each query head.
 PER_HEAD_MASK_SHAPES = ("1hqk", "bhqk", "hqk")
@@ -1499,6 +1509,43 @@ def _head_counts(draw: st.DrawFn, c: "_AttentionConfig") -> tuple[int, int]:
     return heads_kv, group
 
 
+def _differing_per_group(mask: MaskSpec, n_rows: int, n_cols: int) -> MaskSpec:
+    """``mask`` made to differ from one group (head) to the next, for the cases drawn to show a
+    mask read at the wrong head (B = Hq with a 3-d mask, a mask per query head of a GQA group):
+    a staggered kind at stagger 0, key padding with one pad, a mask that hides nothing, and one
+    whose kind fills the matrix (a leading block past the last key) are the same for every
+    head, so those cases showed nothing (a blind mutant reading a 3-d mask as (B, Nq, Nk) lived
+    through seeds 1 and 3 of the main job's 4 s a dtype, 2026-12-06).  Where the kind's own
+    parameters cannot make the groups differ, a random mask of density 0.5 does."""
+    if mask.kind in STAGGERED_KINDS and mask.stagger == 0:
+        mask = replace(mask, stagger=1)
+    elif mask.kind == "key-padding" and len(mask.pads) == 1:
+        mask = replace(mask, pads=(mask.pads[0], (mask.pads[0] + 1) % (n_cols + 1)))
+    if mask.kind == "random":  # its draws differ per group, unless it hides nothing or all
+        return mask if 0.0 < mask.density < 1.0 else replace(mask, density=0.5)
+    if mask.kind == "single-unmasked":
+        return mask
+    rng = np.random.default_rng(0)  # unused by the kinds left: they draw no random numbers
+    if (mask.keep(n_rows, n_cols, rng, 0) == mask.keep(n_rows, n_cols, rng, 1)).all():
+        return MaskSpec("random", density=0.5)
+    return mask
+
+
+def _with_flip(mask: MaskSpec, n_rows: int, n_cols: int, at: tuple[int, int]) -> MaskSpec:
+    """``mask`` with one entry inverted inside it (FLIP_ODDS), where its kind has a pattern (a
+    random mask only when it hides nothing) and it has an inside: rows and columns 1 to n - 2,
+    off the diagonal a causal or sliding-window mask keeps in its first group.  ``at``: two
+    draws that pick the row and the column (0, 0: the first inside entry off the diagonal)."""
+    if mask.kind not in FLIP_KINDS or (mask.kind == "random" and mask.density > 0) or min(n_rows, n_cols) < 3:
+        return mask
+    row, col = 1 + at[0] % (n_rows - 2), 1 + at[1] % (n_cols - 2)
+    if mask.kind in ("causal", "sliding-window") and col == row + mask.offset:
+        col = col + 1 if col + 1 <= n_cols - 2 else col - 1
+        if col < 1:
+            return mask
+    return replace(mask, flips=((row, col),))
+
+
 def _batch_as_heads(draw: st.DrawFn, batch: int, heads_kv: int, group: int,
                     c: "_AttentionConfig") -> tuple[int, int, int]:
     """(B, Hkv, group), with B = Hq = n >= 2 in about one case in ``COINCIDENCE_ODDS`` (n the
@@ -1767,6 +1814,8 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
             mask_shape = "qk" if confusable else "hqk" if by_head else mask_shape
             if per_head:
                 mask_shape = draw(st.sampled_from(PER_HEAD_MASK_SHAPES))
+            if by_head or per_head:
+                mask = _differing_per_group(mask, seq_q, seq_k)
             if c.probe in ("grid-heads", "many-tiles", "wide-offsets"):
                 # Masks shared by every pair: one random stream, not one a pair.
                 mask_shape = GRID_HEADS_MASK_SHAPES.get(mask_shape, mask_shape)
@@ -1793,6 +1842,20 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
             else:
                 mask = MaskSpec("key-padding", pads=(masked_keys,), side="end")
                 mask_shape = "qk" if mask_shape in KEY_BROADCAST_SHAPES else mask_shape
+        # An entry off the mask's pattern (see FLIP_ODDS); drawn for every case (the same choices
+        # either way), where the mask holds a pattern and an inside.
+        flip, flip_at = rare(draw, FLIP_ODDS), draw(st.tuples(st.integers(0, 2**16), st.integers(0, 2**16)))
+        if (flip and mask is not None and c.probe is None
+                and mask_shape not in QUERY_BROADCAST_SHAPES + KEY_BROADCAST_SHAPES):
+            if mask.kind in ("causal", "sliding-window") and seq_k >= 3 and not misread:
+                # Off the pattern a dispatcher knows: self-attention's (square, top-left, the
+                # same for every head; the keys kept, as causal_square_only keeps them; not
+                # where the heads' masks are meant to differ).  Drawn as any case, a square
+                # top-left sliding window whose every head's first row and diagonal read as
+                # causal came in 13 of 2,000.
+                seq_q = seq_k = min(seq_k, c.max_seq)
+                mask = replace(mask, offset=0, stagger=0)
+            mask = _with_flip(mask, seq_q, seq_k, flip_at)
         # A dead query row over the mask (see DEAD_ROWS_ODDS), where the mask has a query axis
         # and another query row to keep alive; drawn for every case (the same choices either way).
         dead = rare(draw, DEAD_ROWS_ODDS) or pair_masks or c.probe in ("masked-lead", "masked-tail")

@@ -48,6 +48,8 @@ mask:causal            causal (triangular) pattern, possibly offset
 mask:sliding-window    band of a fixed width ending at the diagonal
 mask:key-padding       the last k entries masked, k varying by row or batch
 mask:left-padding      key padding at the start instead: the first k entries masked
+mask:flipped           attention: a structured mask with an entry off its pattern inside it
+                       (MaskSpec.flips)
 mask:fully-masked-row  some row has every entry masked (the 0/0 case)
 mask:single-unmasked-row  some row has exactly one entry unmasked
 mask:dense             at least 90 % of all entries masked
@@ -189,6 +191,7 @@ ATTENTION_FEATURES: tuple[str, ...] = (
                                          "q1", "b1q1", "bhq1"))
     + tuple(f"mask-layout:{s}" for s in ("sliced", "transposed", "expanded"))
     + _MASK
+    + ("mask:flipped",)  # attention only (strategies.attention.FLIP_ODDS)
     + ("hdim:small", "hdim:pow2", "hdim:non-pow2", "hdim:large", "hdim:over-256")
     + ("scale:default", "scale:explicit", "scale:zero", "scale:tiny", "scale:huge", "scale:negative")
     + tuple(f"q:{k}" for k in QK_VALUE_KINDS + ZERO_RUN_KINDS)

@@ -34,6 +34,13 @@ rows with a mask's structure (a padded tail, a staggered diagonal, a random patt
 is where a kernel's guard for the empty row meets its other paths: the store of a dead row
 skipped, one pair's dead rows taken for another's, an LSE of 0 for an empty sum.
 
+``flips`` inverts single entries after the kind (and before ``dead_rows``): (row, column) pairs,
+taken modulo the matrix's size, the same in every group.  A structured mask with one entry off
+its pattern (a causal mask with a hole below the diagonal or a key above it, a padding mask
+with a live entry among its pads, a mask that hides nothing but one entry) is where a kernel
+that dispatches on the mask's shape, and tells that shape by a few entries (the first row, the
+diagonal, the corners), runs the structured path and is wrong inside.
+
 ``stagger`` makes the kinds that draw no random numbers (leading-block, causal,
 sliding-window) differ from one group (a batch entry or head of the mask) to the next:
 group g masks ``stagger * g`` more leading columns, or moves its diagonal that far right.
@@ -102,6 +109,7 @@ class MaskSpec:
     side: str = "end"  # key-padding only: PAD_SIDES
     stagger: int = 0  # leading-block, causal, sliding-window: the shift from one group to the next
     dead_rows: tuple[int, ...] = ()  # rows fully masked on top of the kind (shifted by the group)
+    flips: tuple[tuple[int, int], ...] = ()  # (row, column) entries inverted after the kind
 
     def __post_init__(self) -> None:
         if self.kind not in MASK_KINDS:
@@ -109,12 +117,15 @@ class MaskSpec:
         object.__setattr__(self, "rows", tuple(int(r) for r in self.rows))
         object.__setattr__(self, "pads", tuple(int(p) for p in self.pads))
         object.__setattr__(self, "dead_rows", tuple(int(r) for r in self.dead_rows))
+        object.__setattr__(self, "flips", tuple((int(r), int(c)) for r, c in self.flips))
         object.__setattr__(self, "density", float(self.density))
         if not 0.0 <= self.density <= 1.0:
             raise spec_error("mask", "density must lie in [0, 1]", self.density)
         if (self.block < 0 or self.window < 0 or self.stagger < 0 or any(r < 0 for r in self.rows)
-                or any(p < 0 for p in self.pads) or any(r < 0 for r in self.dead_rows)):
-            raise spec_error("mask", "block, window, stagger, rows, pads and dead_rows must be non-negative", self)
+                or any(p < 0 for p in self.pads) or any(r < 0 for r in self.dead_rows)
+                or any(r < 0 or c < 0 for r, c in self.flips)):
+            raise spec_error("mask", "block, window, stagger, rows, pads, dead_rows and flips must be non-negative",
+                             self)
         if self.stagger and self.kind not in STAGGERED_KINDS:
             raise spec_error("mask", f"stagger applies to the kinds {STAGGERED_KINDS} only", self)
         if self.kind == "fully-masked-row" and not self.rows:
@@ -142,6 +153,7 @@ class MaskSpec:
             "side": self.side,
             "stagger": self.stagger,
             "dead_rows": list(self.dead_rows),
+            "flips": [list(f) for f in self.flips],
         }
         return {k: v for k, v in full.items() if k == "kind" or v not in (0, 0.0, [], "end")}
 
@@ -151,11 +163,13 @@ class MaskSpec:
         d["rows"] = tuple(d.get("rows", ()))
         d["pads"] = tuple(d.get("pads", ()))
         d["dead_rows"] = tuple(d.get("dead_rows", ()))
+        d["flips"] = tuple(tuple(f) for f in d.get("flips", ()))
         return cls(**d)
 
     def describe(self) -> str:
         text = self._describe_kind()
         text = text + f"-staggered-{self.stagger}" if self.stagger else text
+        text = text + f"+flips{[list(f) for f in self.flips]}" if self.flips else text
         return text + f"+dead-rows{list(self.dead_rows)}" if self.dead_rows else text
 
     def _describe_kind(self) -> str:
@@ -176,6 +190,7 @@ class MaskSpec:
 
     def kind_features(self) -> tuple[str, ...]:
         found = (_KIND_FEATURE[self.kind],) if self.kind in _KIND_FEATURE else ()
+        found += ("mask:flipped",) if self.flips else ()
         return found + (("mask:left-padding",) if self.kind == "key-padding" and self.side == "start" else ())
 
     # ---- building ---------------------------------------------------------------------
@@ -189,6 +204,9 @@ class MaskSpec:
         uses ``pads[i]`` instead (rows of a 2-D softmax are separate sequences).
         """
         keep = self._kind_keep(n_rows, n_cols, rng, group, per_row)
+        if self.flips and keep.size:
+            rows, cols = zip(*((r % n_rows, c % n_cols) for r, c in self.flips))
+            keep[list(rows), list(cols)] = ~keep[list(rows), list(cols)]
         return _hide_rows(keep, self.dead_rows, group) if self.dead_rows else keep
 
     def _kind_keep(self, n_rows: int, n_cols: int, rng: np.random.Generator, group: int, per_row: bool

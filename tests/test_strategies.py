@@ -547,6 +547,43 @@ def test_attention_cases_lay_dead_rows_over_drawn_masks() -> None:
     assert "mask:fully-masked-row" in found.features
 
 
+def test_a_flip_inverts_one_entry_after_the_kind_and_replays() -> None:
+    rng = np.random.default_rng(0)
+    holed = MaskSpec("causal", flips=((3, 1),))  # a hole below the diagonal
+    keep, causal = holed.keep(5, 5, rng), MaskSpec("causal").keep(5, 5, rng)
+    assert (keep != causal).sum() == 1 and not keep[3, 1] and causal[3, 1]
+    assert MaskSpec("causal", flips=((1, 3),)).keep(5, 5, rng)[1, 3]  # a key past the diagonal
+    assert MaskSpec("causal", flips=((6, 8),)).keep(5, 5, rng)[1, 3]  # modulo the size
+    both = MaskSpec("key-padding", pads=(2,), flips=((1, 4),), dead_rows=(1,))
+    assert not both.keep(3, 5, rng)[1].any()  # the dead row lies over the flip
+    assert MaskSpec.from_dict(json.loads(json.dumps(holed.to_dict()))) == holed
+    assert holed.describe() == "causal(offset=0)+flips[[3, 1]]" and "mask:flipped" in holed.kind_features()
+    assert "flips" not in MaskSpec("causal").to_dict()  # cases saved before it replay
+    with pytest.raises(ValueError, match="non-negative"):
+        MaskSpec("causal", flips=((1, -1),))
+
+
+def test_attention_cases_flip_an_entry_inside_a_mask_with_a_pattern_off_its_first_row_and_diagonal() -> None:
+    """A mask taken for causal by its first row and diagonal (the cheap test of a dispatcher) and
+    run as the causal flag is wrong on such a case: the drawn cases hold one that a test of
+    those entries takes for a causal mask and that is not one."""
+    def looks_causal_but_is_not(case: AttentionCase) -> bool:
+        s = case.spec
+        if s.mask is None or not s.mask.flips or s.seq_q != s.seq_k or s.seq_q < 3:
+            return False
+        keep = s.build().mask.expand(s.batch, s.heads_q, s.seq_q, s.seq_k)
+        tri = torch.ones(s.seq_q, s.seq_k, dtype=torch.bool).tril()
+        first_row, diagonal = keep[..., 0, :] == tri[0], keep.diagonal(dim1=-2, dim2=-1).all()
+        return bool(first_row.all() and diagonal and not (keep == tri).all())
+
+    found = find(attention_cases(dtypes=("float32",), max_seq=40), looks_causal_but_is_not,
+                 settings=settings(max_examples=3000, database=None, phases=[Phase.generate], derandomize=True,
+                                   suppress_health_check=list(HealthCheck)))
+    (row, col), = found.spec.mask.flips
+    assert 1 <= row <= found.spec.seq_q - 2 and 1 <= col <= found.spec.seq_k - 2
+    assert "mask:flipped" in found.features
+
+
 def test_a_per_head_staggered_mask_differs_within_a_gqa_group() -> None:
     # A kernel that loads one head's mask for its whole group (a packed GQA tile) must go wrong.
     spec = AttentionSpec(dtype="float32", batch=1, heads_q=4, heads_kv=2, seq_q=3, seq_k=40, head_dim=8,
