@@ -180,14 +180,18 @@ KEEP_ALL_ODDS = 8
 #: dead row left unwritten, an empty row's LSE 0) lived through 13 examples a dtype at 2 of 3
 #: seeds of the main job's 4 s a dtype (2026-12-06).
 DEAD_ROWS_ODDS = 4
+#: One causal or sliding-window mask in SELF_ATTENTION_ODDS (not a probe's, nor one drawn to
+#: differ per head) has self-attention's pattern: square (Nq = Nk), top-left (offset 0) and
+#: the same for every head.  That is the pattern a dispatcher knows, and one that tells it by
+#: a few entries (the first row, the diagonal) runs a sliding window, or a causal mask with a
+#: hole, as the causal flag.  Such a blind mutant lived through seeds 1 and 2 of the main job's
+#: 4 s a dtype (2026-12-06): drawn as any case, masks whose every head's first row and
+#: diagonal read as causal and that are not came in 13 of 2,000 (max_seq 40).
+SELF_ATTENTION_ODDS = 2
 #: One masked case in FLIP_ODDS whose mask has a pattern (causal, sliding-window, leading-block,
 #: key-padding, or one that hides nothing) and at least 3 x 3 entries has one entry inverted
 #: inside it (MaskSpec.flips): off the first and last rows and columns and off the kind's
-#: diagonal, the entries a cheap test of the mask's shape reads.  A kernel that ran a mask it
-#: took for causal by its first row and diagonal as the causal flag (a sliding window, a causal
-#: mask with holes) lived through 53 examples a dtype at seed 1 of the main job's 4 s a dtype
-#: (a blind mutant, 2026-12-06): sliding windows at offset 0, unstaggered, on Nq = Nk came too
-#: seldom.
+#: diagonal, the entries a cheap test of the mask's shape reads.
 FLIP_ODDS = 3
 FLIP_KINDS = ("causal", "sliding-window", "leading-block", "key-padding", "random")
 DEAD_ROW_PLACES = ("last", "first", "middle")
@@ -1844,18 +1848,16 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
                 mask_shape = "qk" if mask_shape in KEY_BROADCAST_SHAPES else mask_shape
         # An entry off the mask's pattern (see FLIP_ODDS); drawn for every case (the same choices
         # either way), where the mask holds a pattern and an inside.
+        self_attention = draw(st.integers(0, SELF_ATTENTION_ODDS - 1)) == 0  # shrinks to True
         flip, flip_at = rare(draw, FLIP_ODDS), draw(st.tuples(st.integers(0, 2**16), st.integers(0, 2**16)))
-        if (flip and mask is not None and c.probe is None
-                and mask_shape not in QUERY_BROADCAST_SHAPES + KEY_BROADCAST_SHAPES):
-            if mask.kind in ("causal", "sliding-window") and seq_k >= 3 and not misread:
-                # Off the pattern a dispatcher knows: self-attention's (square, top-left, the
-                # same for every head; the keys kept, as causal_square_only keeps them; not
-                # where the heads' masks are meant to differ).  Drawn as any case, a square
-                # top-left sliding window whose every head's first row and diagonal read as
-                # causal came in 13 of 2,000.
+        if mask is not None and c.probe is None and mask_shape not in QUERY_BROADCAST_SHAPES + KEY_BROADCAST_SHAPES:
+            if self_attention and mask.kind in ("causal", "sliding-window") and seq_k >= 3 and not misread:
+                # See SELF_ATTENTION_ODDS: the keys kept, as causal_square_only keeps them; not
+                # where the heads' masks are meant to differ.
                 seq_q = seq_k = min(seq_k, c.max_seq)
                 mask = replace(mask, offset=0, stagger=0)
-            mask = _with_flip(mask, seq_q, seq_k, flip_at)
+            if flip:
+                mask = _with_flip(mask, seq_q, seq_k, flip_at)
         # A dead query row over the mask (see DEAD_ROWS_ODDS), where the mask has a query axis
         # and another query row to keep alive; drawn for every case (the same choices either way).
         dead = rare(draw, DEAD_ROWS_ODDS) or pair_masks or c.probe in ("masked-lead", "masked-tail")
