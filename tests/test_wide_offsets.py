@@ -265,6 +265,29 @@ def test_a_pilot_is_checked_first_and_reported_apart(narrow_wide_offsets, monkey
     assert artifacts.load(wrapping.artifact).inputs["tile"] * 48 > WIDTH
 
 
+def test_a_failure_the_probe_found_stands_when_shrinking_meets_a_case_the_gate_stops(narrow_wide_offsets, monkeypatch,
+                                                                                       tmp_path) -> None:
+    # Shrinking tries variants of the failing case; one the gate stops (too slow to try) used to
+    # end the probe as "not tried" and the failure was lost (the eighth red team's band-mask
+    # mutant: a violation at example 27, reported PASSED, 2026-12-06).
+    failed_at: list = []
+
+    def slow_past_the_failure(widest, work):  # fast, then slow for any variant of the failing case
+        return 1e9 if failed_at and work != failed_at[0] else 0.1
+
+    def wraps(x: torch.Tensor) -> torch.Tensor:
+        out = _wrapping_at_width(x)
+        if x.numel() > WIDTH and not failed_at:
+            failed_at.append(x.shape[0] * (x.shape[1] + search.ROW_COST))
+        return out
+
+    monkeypatch.setattr(search, "wide_case_seconds", slow_past_the_failure)
+    opts = search.CheckOptions(max_examples=40, seed=3, compare_naive=False, artifact_dir=str(tmp_path), shrink=True)
+    cell = search.check_cell(_target(wraps, "wraps-at-2-25"), "float32", opts)
+    assert failed_at and cell.status == "violated", (cell.wide_probe, cell.examples_to_first_failure)
+    assert "repetition" in cell.violation.message and "repeated x" in cell.counterexample
+
+
 # ---- attention ---------------------------------------------------------------------------------
 
 ATTENTION = importlib.import_module("strategies.attention")

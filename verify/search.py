@@ -844,12 +844,15 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
                 raise _PartOver()
         if state["wide_gate"] is not None and case.spec.tile > 1:
             seconds = wide_seconds(case)
-            pilot = wide_pilot(case, seconds, state["wide_gate"], state["widest"])
+            pilot = None if state["found"] else wide_pilot(case, seconds, state["wide_gate"], state["widest"])
             if pilot is not None:
                 check(pilot, drawn=False)  # checked, recorded, its failure reported like any case's
                 state["wide_pilots"] += 1
                 seconds = wide_seconds(case)  # now from the pilot's speed
             if seconds is None or seconds > state["wide_gate"]:
+                # Shrinking a failure found: a variant too slow to try is not tried, and the
+                # failure stands (stopping here would lose it).
+                assume(not state["found"])
                 state["stopping"] = True  # the example in flight did not fail: the database keeps nothing
                 raise _WideSkipped("no case ran to time it" if seconds is None else
                                    f"a case of {case.spec.tile} repetitions would take the target about {seconds:.2g} s "
@@ -873,6 +876,7 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
             any_size = state["any_size"] or case.spec.seed % SECOND_CALL_ODDS == 0
             out = run_case(target, case, any_size_opts if any_size else opts)
         except engine.WideCaseUnaffordable as short:
+            assume(not state["found"])  # as the gate's (property_holds): a failure found stands
             state["stopping"] = True
             raise _WideSkipped(str(short)) from None
         except engine.DeviceContextLost as lost:
