@@ -545,7 +545,7 @@ def wide_case_seconds(widest: tuple[int, float] | None, work: int) -> float | No
 
 #: The wide-offsets gate off CUDA extrapolates from the largest case so far, and a small case's
 #: call is mostly fixed cost: a PyTorch callable's largest ordinary case, 65,567 units in 0.5 to
-#: 3.6 ms, put its wide case of 1,535 times the work at 0.8 to 5.5 s, which took 0.7 to 0.9 s
+#: 3.6 ms, put its wide case of 1,535 times the work at 0.8 to 5.5 s, which took 0.4 to 0.9 s
 #: (CPU, 2026-12-06): the probe ran or not by the noise of a millisecond.  Where the estimate is
 #: over the gate by less than this factor (the pilot's own estimate within it) and reaches past
 #: this factor times that case's work, a pilot of 1/WIDE_PILOT_SHARE of the repetitions is
