@@ -1850,14 +1850,15 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         # either way), where the mask holds a pattern and an inside.
         self_attention = draw(st.integers(0, SELF_ATTENTION_ODDS - 1)) == 0  # shrinks to True
         flip, flip_at = rare(draw, FLIP_ODDS), draw(st.tuples(st.integers(0, 2**16), st.integers(0, 2**16)))
-        if mask is not None and c.probe is None and mask_shape not in QUERY_BROADCAST_SHAPES + KEY_BROADCAST_SHAPES:
+        if (mask is not None and c.probe is None and probe == 0
+                and mask_shape not in QUERY_BROADCAST_SHAPES + KEY_BROADCAST_SHAPES):
             square = min(seq_q, seq_k)
             if (self_attention and mask.kind in ("causal", "sliding-window") and square >= 3 and scale != 0.0
                     and not misread):
                 # See SELF_ATTENTION_ODDS.  The shorter length for both: no case grows (with the
                 # keys' length for both, the attention cells' examples fell by 40%, main job,
-                # 2026-12-06); not where the keys have a floor (scale 0) or the heads' masks are
-                # meant to differ.
+                # 2026-12-06); not where the keys have a floor (scale 0, a probe drawn or forced)
+                # or the heads' masks are meant to differ.
                 seq_q = seq_k = square
                 mask = replace(mask, offset=0, stagger=0)
             if flip:

@@ -586,10 +586,10 @@ def test_attention_cases_hold_masks_a_test_of_their_first_row_and_diagonal_takes
         if looks_causal_but_is_not(case):
             found.append(case.spec.mask)
 
-    for s in (0, 1):
+    for s in (1, 2):
         hypothesis.seed(s)(draw)()
-    # 20 (10 and 10) at these seeds; without SELF_ATTENTION_ODDS 3 (3 and 0), 2026-12-06
-    assert len(found) >= 8 and all(m.kind in ("causal", "sliding-window") and m.offset == 0 for m in found), found
+    # 13 (6 and 7) at these seeds; without SELF_ATTENTION_ODDS 0, 2026-12-06
+    assert len(found) >= 6 and all(m.kind in ("causal", "sliding-window") and m.offset == 0 for m in found), found
     quiet = settings(max_examples=1000, database=None, phases=[Phase.generate], derandomize=True,
                      suppress_health_check=list(HealthCheck))
     flipped = find(strategy, lambda case: case.spec.mask is not None and bool(case.spec.mask.flips), settings=quiet)
