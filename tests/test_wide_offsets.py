@@ -255,6 +255,10 @@ def test_a_pilot_is_checked_first_and_reported_apart(narrow_wide_offsets, monkey
         return 5.0 if small and seconds is not None else seconds
 
     monkeypatch.setattr(search, "wide_case_seconds", long_from_small_cases)
+    # as if the largest case so far were small (a many-rows probe case may pass a pilot's work,
+    # and then no pilot is due: the unit test above checks that guard)
+    pilot_for = search.wide_pilot
+    monkeypatch.setattr(search, "wide_pilot", lambda case, seconds, gate, widest: pilot_for(case, 5.0, gate, (1, 1.0)))
     opts = search.CheckOptions(max_examples=40, seed=3, compare_naive=False, artifact_dir=str(tmp_path), shrink=False)
     right = search.check_cell(_target(_right, "torch-right"), "float32", opts)
     assert right.status == "passed", right.violation
