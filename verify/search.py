@@ -842,7 +842,9 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
             if state["deadline"] is not None and searched_to > state["deadline"]:
                 state["stopping"] = True
                 raise _PartOver()
-        if state["wide_gate"] is not None and case.spec.tile > 1:
+        # the failing case itself, replayed, runs whatever the gate says (it ran once)
+        replaying = state["found"] and probe_work(case) <= state.get("found_work", 0)
+        if state["wide_gate"] is not None and case.spec.tile > 1 and not replaying:
             seconds = wide_seconds(case)
             pilot = None if state["found"] else wide_pilot(case, seconds, state["wide_gate"], state["widest"])
             if pilot is not None:
@@ -917,6 +919,7 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
                 state["first_failure_s"] = time.perf_counter() - start
                 cell.examples_to_first_failure = cell.examples + 1
             state["found"] = True
+            state["found_work"] = max(state.get("found_work", 0), probe_work(case))
             raise _ViolationFound(out.evaluation.violations[0], case, out)
 
     def search(probe: str | None, max_examples: int, seed: int | None, deadline: float | None = None,
