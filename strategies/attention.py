@@ -194,6 +194,8 @@ SELF_ATTENTION_ODDS = 2
 #: diagonal, the entries a cheap test of the mask's shape reads.
 FLIP_ODDS = 3
 FLIP_KINDS = ("causal", "sliding-window", "leading-block", "key-padding", "random")
+#: The mask kinds with a diagonal (self-attention's pattern; a flip keeps off the diagonal).
+DIAGONAL_KINDS = ("causal", "sliding-window")
 DEAD_ROW_PLACES = ("last", "first", "middle")
 #: Mask shapes that hold a mask for each query head.
 PER_HEAD_MASK_SHAPES = ("1hqk", "bhqk", "hqk")
@@ -1543,7 +1545,7 @@ def _with_flip(mask: MaskSpec, n_rows: int, n_cols: int, at: tuple[int, int]) ->
     if mask.kind not in FLIP_KINDS or (mask.kind == "random" and mask.density > 0) or min(n_rows, n_cols) < 3:
         return mask
     row, col = 1 + at[0] % (n_rows - 2), 1 + at[1] % (n_cols - 2)
-    if mask.kind in ("causal", "sliding-window") and col == row + mask.offset:
+    if mask.kind in DIAGONAL_KINDS and col == row + mask.offset:
         col = col + 1 if col + 1 <= n_cols - 2 else col - 1
         if col < 1:
             return mask
@@ -1846,14 +1848,15 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
             else:
                 mask = MaskSpec("key-padding", pads=(masked_keys,), side="end")
                 mask_shape = "qk" if mask_shape in KEY_BROADCAST_SHAPES else mask_shape
-        # An entry off the mask's pattern (see FLIP_ODDS); drawn for every case (the same choices
-        # either way), where the mask holds a pattern and an inside.
+        # Self-attention's pattern (see SELF_ATTENTION_ODDS) and an entry off the mask's pattern
+        # (see FLIP_ODDS); drawn for every case (the same choices either way), where the mask
+        # holds a pattern and an inside and no probe's lengths are at stake.
         self_attention = draw(st.integers(0, SELF_ATTENTION_ODDS - 1)) == 0  # shrinks to True
         flip, flip_at = rare(draw, FLIP_ODDS), draw(st.tuples(st.integers(0, 2**16), st.integers(0, 2**16)))
         if (mask is not None and c.probe is None and probe == 0
                 and mask_shape not in QUERY_BROADCAST_SHAPES + KEY_BROADCAST_SHAPES):
             square = min(seq_q, seq_k)
-            if (self_attention and mask.kind in ("causal", "sliding-window") and square >= 3 and scale != 0.0
+            if (self_attention and mask.kind in DIAGONAL_KINDS and square >= 3 and scale != 0.0
                     and not misread):
                 # See SELF_ATTENTION_ODDS.  The shorter length for both: no case grows (with the
                 # keys' length for both, the attention cells' examples fell by 40%, main job,

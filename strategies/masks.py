@@ -205,8 +205,9 @@ class MaskSpec:
         """
         keep = self._kind_keep(n_rows, n_cols, rng, group, per_row)
         if self.flips and keep.size:
-            rows, cols = zip(*((r % n_rows, c % n_cols) for r, c in self.flips))
-            keep[list(rows), list(cols)] = ~keep[list(rows), list(cols)]
+            at = np.array(self.flips)
+            rows, cols = at[:, 0] % n_rows, at[:, 1] % n_cols
+            keep[rows, cols] = ~keep[rows, cols]
         return _hide_rows(keep, self.dead_rows, group) if self.dead_rows else keep
 
     def _kind_keep(self, n_rows: int, n_cols: int, rng: np.random.Generator, group: int, per_row: bool

@@ -135,9 +135,10 @@ def _masked_row_violation(got_rows: torch.Tensor, index_rows: torch.Tensor, poli
     if got_rows.numel() == 0:
         return None
     all_nan = torch.isnan(got_rows).all(-1)
-    all_zero = (got_rows == 0).all(-1)
+    zero = got_rows == 0
     if lenient is not None:
-        all_zero = ((got_rows == 0) | (lenient & ~torch.isfinite(got_rows))).all(-1)
+        zero |= lenient & ~torch.isfinite(got_rows)
+    all_zero = zero.all(-1)
     ok = {"either": all_nan | all_zero, "nan": all_nan, "zero": all_zero}[policy]
     if bool(ok.all()):
         zero_only, nan_only = all_zero & ~all_nan, all_nan & ~all_zero

@@ -768,7 +768,7 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
                              "probe_costs": {}, "tiles_pilots": {},
                              "last_case": None, "last_target_s": 0.0, "last_one_call_s": 0.0,
                              "fastest_one_call_s": math.inf, "any_size": False, "widest": None,
-                             "most_programs": None, "wide_gate": None, "wide_pilots": 0}
+                             "most_programs": None, "wide_gate": None, "wide_pilots": 0, "found_work": 0}
     any_size_opts = replace(opts, call_checks_at_any_size=True)  # a probe's cases, one in SECOND_CALL_ODDS
     start = time.perf_counter()
     # The first example's time, up to max(budget, WARMUP_CAP_S), left out of the budget and of
@@ -843,7 +843,7 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
                 state["stopping"] = True
                 raise _PartOver()
         # the failing case itself, replayed, runs whatever the gate says (it ran once)
-        replaying = state["found"] and probe_work(case) <= state.get("found_work", 0)
+        replaying = state["found"] and probe_work(case) <= state["found_work"]
         if state["wide_gate"] is not None and case.spec.tile > 1 and not replaying:
             seconds = wide_seconds(case)
             pilot = None if state["found"] else wide_pilot(case, seconds, state["wide_gate"], state["widest"])
@@ -919,7 +919,7 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
                 state["first_failure_s"] = time.perf_counter() - start
                 cell.examples_to_first_failure = cell.examples + 1
             state["found"] = True
-            state["found_work"] = max(state.get("found_work", 0), probe_work(case))
+            state["found_work"] = max(state["found_work"], probe_work(case))
             raise _ViolationFound(out.evaluation.violations[0], case, out)
 
     def search(probe: str | None, max_examples: int, seed: int | None, deadline: float | None = None,
