@@ -9,12 +9,25 @@
 # TIER_PIPELINED=1 first checks and times the pipelined softmax rows (off by default until then).
 # The GPU tests alone can outlast one call when cells fail and shrink: split them with TIER_K,
 # a pytest -k expression, e.g. TIER_K="attention and not mutant", then "not attention or mutant".
+# Exits 1 when a step failed or ran out of its time limit (named in tier.log with '!!!'), else 0.
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-results}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 FLASHVERIFY_OUT="$OUT"
 log="$OUT/tier.log"
 step() { echo "=== $(date -u +%H:%M:%S) $*" | tee -a "$log"; }
+# A step that exits non-zero is named in tier.log, and the script exits 1 at the end (it went on:
+# the other steps' results are worth the device time). Each step runs under timeout, which sends
+# SIGINT first so that pytest stops as if ^C were pressed and still prints its summary of the
+# tests that finished (a timed-out run's log held only dots before, 2026-12-06), then KILL 30 s on.
+status=0
+mark() {  # mark RC WHAT: RC is the step's exit status (124: its time limit)
+  if [ "$1" -ne 0 ]; then
+    status=1
+    echo "!!! $2 exited $1$([ "$1" = 124 ] && echo ': stopped by its time limit, tests past it did not run')" | tee -a "$log"
+  fi
+}
+limit() { timeout -s INT -k 30 "$@"; }
 
 step "environment"
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; python3 -c 'import torch, triton, hypothesis, mpmath; print("torch", torch.__version__, "triton", triton.__version__, "hypothesis", hypothesis.__version__, "mpmath", mpmath.__version__)'; } 2>&1 | tee -a "$log"
@@ -24,11 +37,13 @@ if [ "${TIER_PIPELINED:-0}" = 1 ]; then
 # passes on a GPU): their correctness test, then their timing against the default schedule.
 # A first call of a session: TIER_PIPELINED=1 TIER_SKIP_TESTS=1 TIER_SKIP_BENCH=1 TIER_SKIP_RUN=1.
 step "pytest -m gpu -k pipelined"
-timeout "${TIER_PIPE_TEST_S:-240}" python3 -m pytest -m gpu -q -p no:cacheprovider -rs -k pipelined \
+limit "${TIER_PIPE_TEST_S:-240}" python3 -m pytest -m gpu -q -p no:cacheprovider -rs -k pipelined \
   tests/test_triton_kernels.py 2>&1 | tee "$OUT/pipelined-pytest.log" | tail -30 | tee -a "$log"
+mark "${PIPESTATUS[0]}" "pytest -k pipelined"
 step "bench/softmax.py --sweep --variants pipe"
-timeout "${TIER_PIPE_BENCH_S:-240}" python3 bench/softmax.py --sweep --variants pipe --dtypes bf16,fp16 \
+limit "${TIER_PIPE_BENCH_S:-240}" python3 bench/softmax.py --sweep --variants pipe --dtypes bf16,fp16 \
   --ns 16385,20000,32768 --rounds 2 --rep 20 --warmup 5 --out "$OUT/softmax-pipe.json" 2>&1 | tail -60 | tee -a "$log"
+mark "${PIPESTATUS[0]}" "bench/softmax.py --variants pipe"
 fi
 
 if [ "${TIER_SKIP_TESTS:-0}" != 1 ]; then
@@ -40,24 +55,29 @@ step "pytest -m gpu"
 wide="past_2_31_elements"
 k_rest="not $wide${TIER_K:+ and ($TIER_K)}"
 k_wide="$wide${TIER_K:+ and ($TIER_K)}"
-timeout "${TIER_PYTEST_S:-560}" python3 -m pytest -m gpu -q -p no:cacheprovider -rs --durations=12 \
+limit "${TIER_PYTEST_S:-560}" python3 -m pytest -m gpu -v -p no:cacheprovider -rfEs --durations=12 \
   -n "${TIER_WORKERS:-4}" --dist loadgroup -k "$k_rest" ${TIER_TESTS:-tests/} 2>&1 | tee "$OUT/pytest.log" | tail -60 | tee -a "$log"
+mark "${PIPESTATUS[0]}" "pytest -m gpu"
 step "pytest -m gpu: the wide-offsets tests, one at a time"
-timeout "${TIER_WIDE_S:-300}" python3 -m pytest -m gpu -q -p no:cacheprovider -rs --durations=6 \
+limit "${TIER_WIDE_S:-300}" python3 -m pytest -m gpu -v -p no:cacheprovider -rfEs --durations=6 \
   -k "$k_wide" ${TIER_TESTS:-tests/} 2>&1 | tee "$OUT/pytest-wide.log" | tail -20 | tee -a "$log"
+mark "${PIPESTATUS[0]}" "pytest -m gpu (wide offsets)"
 fi
 
 if [ "${TIER_SKIP_BENCH:-0}" != 1 ]; then
 step "bench/attention.py"
-timeout "${TIER_ATTN_S:-200}" python3 bench/attention.py --ns 1024,4096,16384 --dims 64,128 --rep 30 --warmup 10 \
+limit "${TIER_ATTN_S:-200}" python3 bench/attention.py --ns 1024,4096,16384 --dims 64,128 --rep 30 --warmup 10 \
   --out "$OUT/attention.json" 2>&1 | tail -45 | tee -a "$log"
+mark "${PIPESTATUS[0]}" "bench/attention.py"
 
 step "bench/softmax.py"
-timeout "${TIER_SOFTMAX_S:-60}" python3 bench/softmax.py --rep 30 --warmup 10 --out "$OUT/softmax.json" 2>&1 | tail -40 | tee -a "$log"
+limit "${TIER_SOFTMAX_S:-60}" python3 bench/softmax.py --rep 30 --warmup 10 --out "$OUT/softmax.json" 2>&1 | tail -40 | tee -a "$log"
+mark "${PIPESTATUS[0]}" "bench/softmax.py"
 
 step "bench/oracle.py on cuda (one 16k x 16k x 128 head checked end to end)"
-timeout "${TIER_ORACLE_S:-90}" python3 bench/oracle.py --device cuda --attention-n 16384 --repeat 3 --check-head \
+limit "${TIER_ORACLE_S:-90}" python3 bench/oracle.py --device cuda --attention-n 16384 --repeat 3 --check-head \
   2>&1 | tee "$OUT/oracle.log" | tail -12 | tee -a "$log"
+mark "${PIPESTATUS[0]}" "bench/oracle.py"
 tail -1 "$OUT/oracle.log" > "$OUT/oracle.json"
 fi
 
@@ -66,8 +86,11 @@ if [ "${TIER_SKIP_RUN:-0}" != 1 ]; then
   # The budget bounds the search; compiles, worker start-up and the report come on top
   # (a 170 s budget took more than 260 s of wall time on the H200, 2026-11-29 16:40).
   budget=${TIER_RUN_BUDGET:-200}
-  timeout "${TIER_RUN_S:-$((2 * budget + 90))}" python3 -m verify run --device cuda --budget "$budget" --progress plain --report "$OUT/rep" \
+  limit "${TIER_RUN_S:-$((2 * budget + 90))}" python3 -m verify run --device cuda --budget "$budget" --progress plain --report "$OUT/rep" \
     2>&1 | tee "$OUT/run.log" | tail -30 | tee -a "$log"
+  # exit 1 is a FAIL verdict (on a GPU, peers' findings: BENCHMARKS.md), reported in run.log
+  run_rc=${PIPESTATUS[0]}
+  [ "$run_rc" -le 1 ] || mark "$run_rc" "verify run"
   cp "$OUT"/rep/report.json "$OUT"/rep/report.md "$OUT"/rep/index.html "$OUT"/ 2>/dev/null
   rm -rf "$OUT/rep"
 fi
@@ -78,3 +101,4 @@ step "done"
 # The device tool returns at most 8 files: keep the log and the report readable, pack the rest.
 ( cd "$OUT" && tar -czf gpu-results.tgz --exclude=gpu-results.tgz --exclude=tier.log * \
   && find . -mindepth 1 -maxdepth 1 ! -name gpu-results.tgz ! -name tier.log ! -name report.md -exec rm -rf {} + )
+exit $status
