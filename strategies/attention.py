@@ -68,7 +68,7 @@ from strategies.lengths import (
     index_width_lengths,
     length_features,
     lengths,
-    off_powers_of_two,
+    WRAP_REVEALING_COUNTS,
     offset_features,
     wide_elements_or_default,
     wide_repetitions,
@@ -314,10 +314,9 @@ MASKED_KEYS_MAX = 16385
 #: A masked probe's plain V (kind normal) rises along the keys by this many of its spreads.
 MASKED_V_RISE = 4.0
 #: The wide-offsets probe (``probe="wide-offsets"`` only, with ``wide_offsets=True``): one batch
-#: entry of 1 to WIDE_BLOCK_HEADS heads (Hq = Hkv), Nq = Nk from WIDE_MIN_SEQ to WIDE_MAX_SEQ (and
+#: entry of ``lengths.WRAP_REVEALING_COUNTS`` heads (Hq = Hkv), Nq = Nk from WIDE_MIN_SEQ to WIDE_MAX_SEQ (and
 #: more where the target's pair limit asks for longer heads), D up to WIDE_HEAD_DIM, repeated
 #: along the heads until Q, K, V and the output each pass ``lengths.WIDE_OFFSET_ELEMENTS``.
-WIDE_BLOCK_HEADS = 4
 WIDE_MIN_SEQ = 16
 WIDE_MAX_SEQ = 256
 #: The value of the probe draw that takes each of the probes drawn by it (the two long-sequence
@@ -1044,8 +1043,8 @@ def attention_cases(
       ``tiles_pairs(tiles_seq)`` (batch, head) pairs, D <= ``TILES_MAX_HEAD_DIM``.
       ``verify.search`` climbs ``TILES_RUNGS`` by the target's measured speed.
     * ``wide_offsets``: allow the wide-offsets probe, drawn only when forced
-      (``probe="wide-offsets"``): one batch entry of 1 to ``WIDE_BLOCK_HEADS`` heads (Hq = Hkv,
-      never 2**k entries a tensor), Nq = Nk, D up to ``WIDE_HEAD_DIM``, causal or a mask shared
+      (``probe="wide-offsets"``): one batch entry of ``lengths.WRAP_REVEALING_COUNTS`` heads
+      (Hq = Hkv: 7, 11 or 13, a period no wrapped index hides), Nq = Nk, D up to ``WIDE_HEAD_DIM``, causal or a mask shared
       by the heads, repeated along the heads (``spec.tile``) until Q, K, V and the output each
       pass ``lengths.WIDE_OFFSET_ELEMENTS`` by a block: 4 to 8 GiB a tensor, so only for a
       device that holds it (False, the default: never).  The heads stay within the target's
@@ -1163,12 +1162,12 @@ def _attention_config(dtypes, caps, max_seq, max_batch, max_heads, head_dims, sp
 
 def wide_min_seq(head_dim: int, most_pairs: int | None, past: int) -> int:
     """The least Nq = Nk of a wide-offsets case of ``head_dim`` whose repetitions make at most
-    ``most_pairs`` heads (1 where there is no limit): its blocks of up to WIDE_BLOCK_HEADS heads
+    ``most_pairs`` heads (1 where there is no limit): its blocks of up to max(WRAP_REVEALING_COUNTS) heads
     make about ``past`` / (N D) heads (``past``: the probe's edge, wide_elements_or_default),
     and two blocks more."""
     if most_pairs is None:
         return 1
-    room = most_pairs - 2 * WIDE_BLOCK_HEADS
+    room = most_pairs - 2 * max(WRAP_REVEALING_COUNTS)
     return -(-past // (room * head_dim)) if room > 0 else past
 
 
@@ -1537,6 +1536,11 @@ def _differing_per_group(mask: MaskSpec, n_rows: int, n_cols: int) -> MaskSpec:
     return mask
 
 
+def _hides_all_or_none(mask: MaskSpec) -> bool:
+    """Whether a mask's kind alone hides every entry or none (a random mask of density 1 or 0)."""
+    return mask.kind == "random" and mask.density in (0.0, 1.0) and not mask.dead_rows and not mask.flips
+
+
 def _with_flip(mask: MaskSpec, n_rows: int, n_cols: int, at: tuple[int, int]) -> MaskSpec:
     """``mask`` with one entry inverted inside it (FLIP_ODDS), where its kind has a pattern (a
     random mask only when it hides nothing) and it has an inside: rows and columns 1 to n - 2,
@@ -1728,14 +1732,13 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         # head dim first (the fewest heads); a dim whose heads would pass the target's pair limit
         # at every allowed length gives way to the widest.
         batch, group, decode = 1, 1, False
-        heads_kv = draw(st.integers(1, WIDE_BLOCK_HEADS))
+        heads_kv = draw(st.sampled_from(WRAP_REVEALING_COUNTS))
         dims = _probe_dims([d for d in c.head_dims if d <= WIDE_HEAD_DIM])
         head_dim = draw(st.sampled_from(dims[::-1]))
         if wide_min_seq(head_dim, c.wide_max_pairs, c.wide_elements) > c.wide_seq[1]:
             head_dim = max(dims)
         low = max(c.wide_seq[0], wide_min_seq(head_dim, c.wide_max_pairs, c.wide_elements))
         seq_q = seq_k = draw(lengths(low, max(low, c.wide_seq[1])))
-        heads_kv = off_powers_of_two(heads_kv, seq_k * head_dim)  # no block of 2**k entries
     if head_dim > WIDE_HEAD_DIM:
         # Rows this wide cost the oracle's exact fallback seconds each: keep the rest small.
         seq_q, seq_k = min(seq_q, WIDE_HEAD_MAX_SEQ), min(seq_k, WIDE_HEAD_MAX_SEQ)
@@ -1853,9 +1856,21 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         # holds a pattern and an inside and no probe's lengths are at stake.
         self_attention = draw(st.integers(0, SELF_ATTENTION_ODDS - 1)) == 0  # shrinks to True
         flip, flip_at = rare(draw, FLIP_ODDS), draw(st.tuples(st.integers(0, 2**16), st.integers(0, 2**16)))
-        if (mask is not None and c.probe is None and probe == 0
-                and mask_shape not in QUERY_BROADCAST_SHAPES + KEY_BROADCAST_SHAPES):
-            square = min(seq_q, seq_k)
+        broadcast = mask_shape in QUERY_BROADCAST_SHAPES + KEY_BROADCAST_SHAPES
+        square = min(seq_q, seq_k)
+        if (broadcast and mask is not None and c.probe is None and probe < PROBE_ODDS - 3 and self_attention
+                and square >= 2 and scale != 0.0 and not _hides_all_or_none(mask)):
+            # A mask broadcast over the queries, (..., 1, Nk), or over the keys, (..., Nq, 1), on
+            # square lengths (the shorter), where it hides some entries and not all: only there
+            # does a kernel that tells the singleton axis by the sizes (or reads a key-broadcast
+            # column as a key-padding row) take the right shape and the wrong axis.  Drawn as any
+            # case, the two met only where the mask was trivial (Nq = Nk = 1, or all True), and a
+            # blind mutant that read an (N, 1) mask as (1, N) when Nq = Nk lived through seeds 1-3
+            # of 4 s a dtype (ninth red team, 2026-12-06).  The self-attention draw, one time in
+            # SELF_ATTENTION_ODDS (the two never meet), wherever no probe was drawn (PROBE_ODDS: the
+            # last three draws are probes; most broadcast masks come in cases with none).
+            seq_q = seq_k = square
+        if mask is not None and c.probe is None and probe == 0 and not broadcast:
             if (self_attention and mask.kind in DIAGONAL_KINDS and square >= 3 and scale != 0.0
                     and not misread):
                 # See SELF_ATTENTION_ODDS.  The shorter length for both: no case grows (with the

@@ -344,10 +344,12 @@ def wide_repetitions(block_elements: int, past: int | None = None) -> int:
     return past // block_elements + 2
 
 
-def off_powers_of_two(count: int, entries_each: int) -> int:
-    """``count`` (of rows or heads, ``entries_each`` entries each), or 3 where ``count *
-    entries_each`` is a power of two (then 3 * 2**k).  A wide-offsets block of 2**k entries
-    would line its repetitions up with every power-of-two wrap (offsets taken mod 2**31, or
-    2**30 as byte offsets of 16-bit data): a wrapped read would find the same numbers."""
-    total = count * entries_each
-    return 3 if total & (total - 1) == 0 else count
+#: Counts of rows (softmax) or heads (attention) for the block the wide-offsets probes repeat.
+#: A block of P rows repeated along the rows hides a read of row r - M in place of row r for
+#: every M that P divides: the same numbers are there.  The wraps to fear are powers of two
+#: (offsets and indices taken mod 2**16, 2**31, 2**32) and a grid axis's 65535 = 3 * 5 * 17 *
+#: 257; these primes divide none of them.  (A block of 3 rows, or 1, hid a row index taken
+#: mod 65535 from a blind mutant at every seed: ninth red team, 2026-12-06.)  Since P is odd, a
+#: block of P rows of 2**k entries is no power of two long either, so no offset wrap lines a
+#: repetition up with itself.
+WRAP_REVEALING_COUNTS = (7, 11, 13)

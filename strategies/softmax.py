@@ -57,7 +57,7 @@ from strategies.lengths import (
     grid_counts,
     index_width_length,
     index_width_lengths,
-    off_powers_of_two,
+    WRAP_REVEALING_COUNTS,
     offset_features,
     wide_elements_or_default,
     wide_repetitions,
@@ -218,9 +218,8 @@ NARROWER = {"float64": "float32", "float32": "bfloat16"}
 #: at half the cost of the long-row probe's 16385 entries (one ragged entry past 2**13).
 MIXED_PROBE_MAX_LENGTH = 8193
 #: The wide-offsets probe (``probe="wide-offsets"`` only, with ``wide_offsets=True``): a drawn
-#: block of 1 to WIDE_BLOCK_ROWS rows of WIDE_MIN_LENGTH to WIDE_MAX_LENGTH entries (and the
-#: target's max_length), repeated along the rows past ``lengths.WIDE_OFFSET_ELEMENTS``.
-WIDE_BLOCK_ROWS = 4
+#: block of ``lengths.WRAP_REVEALING_COUNTS`` rows of WIDE_MIN_LENGTH to WIDE_MAX_LENGTH entries
+#: (and the target's max_length), repeated along the rows past ``lengths.WIDE_OFFSET_ELEMENTS``.
 WIDE_MIN_LENGTH = 16  # past 1 (a one-entry softmax is 1, whatever was read); short rows are many programs
 WIDE_MAX_LENGTH = 2**20 + 1
 
@@ -685,7 +684,7 @@ def softmax_cases(
       ``GRID_ROWS_MAX_LENGTH`` entries.  ``verify.search`` sizes both by the target's measured
       speed and passes them to its probe round alone.
     * ``wide_offsets``: allow the wide-offsets probe, drawn only when forced
-      (``probe="wide-offsets"``): a 2-D block of 1 to ``WIDE_BLOCK_ROWS`` rows of
+      (``probe="wide-offsets"``): a 2-D block of ``lengths.WRAP_REVEALING_COUNTS`` rows of
       ``WIDE_MIN_LENGTH`` to ``WIDE_MAX_LENGTH`` entries (within ``caps``, past the size
       profile) with the usual values, masks (at least half the rows live) and special
       entries, repeated along the rows (``spec.tile``) past ``lengths.WIDE_OFFSET_ELEMENTS``:
@@ -879,8 +878,7 @@ def _softmax_cases(draw: st.DrawFn, c: _SoftmaxConfig) -> SoftmaxCase:
         elif forced == "wide-offsets":
             # Any length of the range (the offsets pass the edge whatever it is; a kernel's short-
             # and long-row paths both form them), a few rows, repeated past c.wide_elements.
-            length, rows = draw(lengths(*c.wide_range)), draw(st.integers(1, WIDE_BLOCK_ROWS))
-            rows = off_powers_of_two(rows, length)  # no block of 2**k entries
+            length, rows = draw(lengths(*c.wide_range)), draw(st.sampled_from(WRAP_REVEALING_COUNTS))
             batch, heads, tile = 0, 0, wide_repetitions(rows * length, c.wide_elements)
         elif forced == "mixed-row":
             # One or two well-mixed rows (below), the longest one time in two and in the simplest
