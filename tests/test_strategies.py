@@ -606,9 +606,9 @@ def test_attention_cases_hold_masks_a_test_of_their_first_row_and_diagonal_takes
     # 13 (6 and 7) at these seeds; without SELF_ATTENTION_ODDS 0, 2026-12-06
     assert len(found) >= 6 and all(m.kind in ("causal", "sliding-window") and m.offset == 0 for m in found), found
     assert flipped
-    # broadcast masks on square lengths that read differently along the other axis: 10 at these
-    # seeds before the self-attention draw squared them, 18 after (2026-12-06)
-    assert len(confusable) >= 14 and {shape[-1] for shape in confusable} == {"1", "k"}, confusable
+    # broadcast masks on square lengths that read differently along the other axis, over both
+    # axes (SQUARE_BROADCAST_ODDS): 6 at these seeds under the test profile (2026-12-06)
+    assert len(confusable) >= 4 and {shape[-1] for shape in confusable} == {"1", "k"}, confusable
     for case in flipped:
         (row, col), = case.spec.mask.flips
         assert 1 <= row <= case.spec.seq_q - 2 and 1 <= col <= case.spec.seq_k - 2
