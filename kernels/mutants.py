@@ -30,6 +30,7 @@ class Bug:
 
     rescale_l: bool = True  # multiply l by exp(m_old - m_new) when the max grows
     rescale_acc: bool = True
+    rescale_from: float = 0.0  # attention: l and acc rescaled only where the max grows by this much or more
     guard_inf: bool = True  # use shift 0 while the running max is still -inf
     pad_value: float = -math.inf  # value of padding lanes past a ragged tail
     sentinel: float | None = None  # replace -inf masking by this finite value
@@ -248,6 +249,9 @@ def _streaming_attention(q: Tensor, k: Tensor, v: Tensor, *, scale: float, causa
         m_new = torch.maximum(m, s.amax(-1) * abs(s_scale) if bug.fused_scale_shift else s.amax(-1))
         shift = torch.where(m_new == -math.inf, torch.zeros_like(m_new), m_new) if bug.guard_inf else m_new
         alpha = torch.exp(m - shift)
+        if bug.rescale_from:
+            # "the max barely moved": no rescale, though the shift below is the new max
+            alpha = torch.where(m_new - m < bug.rescale_from, torch.ones_like(alpha), alpha)
         if bug.fused_scale_shift:  # an FMA emulated in float64: the product of two floats is exact there
             p = torch.exp((s.double() * fma_scale - shift.double()[..., None]).to(work))
         else:
@@ -358,6 +362,10 @@ MUTANTS: list[Mutant] = [
     Mutant("attention-no-rescale-acc", "attention", "accumulator not rescaled when the running max grows",
            "online-softmax rescale", "https://arxiv.org/abs/2205.14135",
            _attention(Bug(rescale_acc=False)), Capabilities(dtypes=STD, devices=CPU)),
+    Mutant("attention-rescale-skipped-for-small-steps", "attention",
+           "l and acc not rescaled where a block raises the running max by less than 2**-8 (the max still moves)",
+           "online-softmax rescale", "https://arxiv.org/abs/2205.14135",
+           _attention(Bug(rescale_from=2.0**-8)), Capabilities(dtypes=STD, devices=CPU)),
     Mutant("attention-inf-minus-inf", "attention", "no guard for exp(-inf - (-inf)) in the rescale of a fully masked block",
            "NaN from -inf rescale", "https://github.com/flashinfer-ai/flashinfer/issues/4451",
            _attention(Bug(guard_inf=False)), Capabilities(dtypes=STD, devices=CPU)),

@@ -55,7 +55,7 @@ from strategies._validation import (
     resolve_switch,
     spec_error,
 )
-from strategies.features import (ATTENTION_BROADCAST_LAYOUTS, ATTENTION_LAYOUTS, QK_VALUE_KINDS, V_VALUE_KINDS, ZERO_RUN_KINDS,
+from strategies.features import (ATTENTION_BROADCAST_LAYOUTS, ATTENTION_LAYOUTS, K_VALUE_KINDS, QK_VALUE_KINDS, V_VALUE_KINDS, ZERO_RUN_KINDS,
                                  ordered)
 from strategies.layouts import has_strided_last_dim, is_aligned, is_noncontiguous, materialize
 from strategies.lengths import (
@@ -180,19 +180,23 @@ KEEP_ALL_ODDS = 8
 #: dead row left unwritten, an empty row's LSE 0) lived through 13 examples a dtype at 2 of 3
 #: seeds of the main job's 4 s a dtype (2026-12-06).
 DEAD_ROWS_ODDS = 4
-#: One causal or sliding-window mask in SELF_ATTENTION_ODDS (not a probe's, nor one drawn to
-#: differ per head) has self-attention's pattern: square (Nq = Nk), top-left (offset 0) and
+#: One causal or sliding-window mask in SELF_ATTENTION_ODDS (in a case with no probe, drawn or
+#: forced, and not one drawn to differ per head) has self-attention's pattern: square (Nq = Nk), top-left (offset 0) and
 #: the same for every head.  That is the pattern a dispatcher knows, and one that tells it by
 #: a few entries (the first row, the diagonal) runs a sliding window, or a causal mask with a
 #: hole, as the causal flag.  Such a blind mutant lived through seeds 1 and 2 of the main job's
 #: 4 s a dtype (2026-12-06): drawn as any case, masks whose every head's first row and
-#: diagonal read as causal and that are not came in 13 of 2,000 (max_seq 40).
-SELF_ATTENTION_ODDS = 2
+#: diagonal read as causal and that are not came in 13 of 2,000 (max_seq 40).  Until 2026-12-06
+#: (forty-first session) only cases whose probe draw was 0 took it, one in ten rather than the
+#: seven in ten that draw no probe (PROBE_ODDS): one diagonal mask in 20, and a change of the K
+#: recipes' kinds left 0 such masks in the test's 1,200 draws.  Now one in four of seven in ten.
+SELF_ATTENTION_ODDS = 4
 #: One masked case in FLIP_ODDS whose mask has a pattern (causal, sliding-window, leading-block,
 #: key-padding, or one that hides nothing) and at least 3 x 3 entries has one entry inverted
 #: inside it (MaskSpec.flips): off the first and last rows and columns and off the kind's
-#: diagonal, the entries a cheap test of the mask's shape reads.
-FLIP_ODDS = 3
+#: diagonal, the entries a cheap test of the mask's shape reads.  In cases with no probe (seven
+#: in ten); until 2026-12-06 those whose probe draw was 0, one in ten, with odds of 3.
+FLIP_ODDS = 8
 FLIP_KINDS = ("causal", "sliding-window", "leading-block", "key-padding", "random")
 #: A mask broadcast over the queries or the keys is drawn on square lengths in all but one
 #: case in SQUARE_BROADCAST_ODDS where no probe was drawn (see _attention_cases).
@@ -1310,9 +1314,10 @@ def _long_key_recipes(q: ValueRecipe, k: ValueRecipe, v: ValueRecipe, fmt: Float
     offset from a wide-offsets case (CI, 2026-12-03).
     """
     low, high = LONG_KEY_QK_SPREAD
-    # A zero run would make positions alike: its tensor draws plain normal numbers here.
-    q, k, v = (ValueRecipe("normal", scale=r.scale, offset=r.offset) if r.kind in ZERO_RUN_KINDS else r
-               for r in (q, k, v))
+    # A zero run, or copies of a key, would make positions alike: such a tensor draws plain
+    # normal numbers here.
+    q, k, v = (ValueRecipe("normal", scale=r.scale, offset=r.offset) if r.kind in ZERO_RUN_KINDS + ("key-ties",)
+               else r for r in (q, k, v))
     # |scale q . k_j| <= D * (4 high) * (|offset| + 4 high) / sqrt(D) at the default scale
     limit = _judged_peak(head_dim, 0.0, u_c)
     reach = max(limit / (math.sqrt(head_dim) * 4.0 * high) - 4.0 * high, 0.0)
@@ -1861,8 +1866,8 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         flip, flip_at = rare(draw, FLIP_ODDS), draw(st.tuples(st.integers(0, 2**16), st.integers(0, 2**16)))
         broadcast = mask_shape in QUERY_BROADCAST_SHAPES + KEY_BROADCAST_SHAPES
         square = min(seq_q, seq_k)
-        if (broadcast and mask is not None and c.probe is None and probe < PROBE_ODDS - 3
-                and square >= 2 and scale != 0.0 and not _hides_all_or_none(mask)
+        no_probe = c.probe is None and probe < PROBE_ODDS - 3  # PROBE_ODDS: the last three draws are probes
+        if (broadcast and mask is not None and no_probe and square >= 2 and scale != 0.0 and not _hides_all_or_none(mask)
                 and draw(st.integers(0, SQUARE_BROADCAST_ODDS - 1)) > 0):  # shrinks to not square
             # A mask broadcast over the queries, (..., 1, Nk), or over the keys, (..., Nq, 1), on
             # square lengths (the shorter), where it hides some entries and not all: only there
@@ -1870,13 +1875,13 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
             # column as a key-padding row) take the right shape and the wrong axis.  Drawn as any
             # case, the two met only where the mask was trivial (Nq = Nk = 1, or all True), and a
             # blind mutant that read an (N, 1) mask as (1, N) when Nq = Nk lived through seeds 1-3
-            # of 4 s a dtype (ninth red team, 2026-12-06).  Wherever no probe was drawn (PROBE_ODDS:
-            # the last three draws are probes), all but one time in SQUARE_BROADCAST_ODDS: with
+            # of 4 s a dtype (ninth red team, 2026-12-06).  Wherever no probe was drawn, all but
+            # one time in SQUARE_BROADCAST_ODDS: with
             # self-attention's one in two, 18 cases in 1,200 (max_seq 40) could be told from the
             # mask read along the other axis, and the mutant lived through 273 examples at 20 s a
             # dtype (seed 1).  The rest keep Nq != Nk, where such a misreading reads out of bounds.
             seq_q = seq_k = square
-        if mask is not None and c.probe is None and probe == 0 and not broadcast:
+        if mask is not None and no_probe and not broadcast:
             if (self_attention and mask.kind in DIAGONAL_KINDS and square >= 3 and scale != 0.0
                     and not misread):
                 # See SELF_ATTENTION_ODDS.  The shorter length for both: no case grows (with the
@@ -1910,7 +1915,7 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
     effective = 1.0 / math.sqrt(head_dim) if scale is None else scale
     qk_bound = qk_limit(fmt, head_dim, effective)
     q = draw(value_recipes(fmt, QK_VALUE_KINDS, qk_bound))
-    k = draw(value_recipes(fmt, QK_VALUE_KINDS, qk_bound))
+    k = draw(value_recipes(fmt, K_VALUE_KINDS, qk_bound))
     v = draw(value_recipes(fmt, V_VALUE_KINDS, v_limit(fmt, seq_k)))
     if misread and mask is not None and v.kind not in MISREAD_MASK_V_KINDS:
         # A case whose mask could be misread keeps V spread out: a constant V hides which keys a

@@ -145,6 +145,8 @@ PROBE_K_VALUE_KINDS = ("key-spike",)
 #: V recipes only the absorption probe draws (key-spike: its far-tail cases, the spike key's V at 0).
 PROBE_V_VALUE_KINDS = ("ends-opposed", "key-spike")
 V_VALUE_KINDS = QK_VALUE_KINDS + ("full-range",)
+#: K recipes: Q's, and copies of one key (near-)tied in every query's scores (``key-ties``).
+K_VALUE_KINDS = QK_VALUE_KINDS + ("key-ties",)
 #: Q, K or V recipes with a stretch of positions exactly 0 (see ``strategies.attention``).
 ZERO_RUN_KINDS = ("zero-run",)
 
@@ -195,7 +197,7 @@ ATTENTION_FEATURES: tuple[str, ...] = (
     + ("hdim:small", "hdim:pow2", "hdim:non-pow2", "hdim:large", "hdim:over-256")
     + ("scale:default", "scale:explicit", "scale:zero", "scale:tiny", "scale:huge", "scale:negative")
     + tuple(f"q:{k}" for k in QK_VALUE_KINDS + ZERO_RUN_KINDS)
-    + tuple(f"k:{k}" for k in QK_VALUE_KINDS + PROBE_K_VALUE_KINDS + ZERO_RUN_KINDS)
+    + tuple(f"k:{k}" for k in K_VALUE_KINDS + PROBE_K_VALUE_KINDS + ZERO_RUN_KINDS)
     + tuple(f"v:{k}" for k in V_VALUE_KINDS + PROBE_V_VALUE_KINDS + ZERO_RUN_KINDS)
     + ("qk:one-hot", "qk:flat")
     + _SPECIAL

@@ -70,6 +70,14 @@ slab-levels
     row maxima and sums differ by orders of magnitude, so state a kernel carries from one
     (batch, head) to the next (a persistent grid's running maximum) or a read of the wrong
     slab shows.
+key-ties
+    (K of attention only) ``offset + scale * N(0,1)``, and in every (batch, head) ``count``
+    keys at distinct random positions replaced by one key: the slab's key farthest from the
+    offset, moved KEY_TIE_BOOST times as far, each copy scaled by ``1 + gap * U(-1, 1)``.
+    Every query's scores against the copies then tie, or nearly (``gap`` relative), and for
+    the queries that point the copied key's way they are the row's maximum, in several key
+    blocks at once: where a split-KV merge or an online rescale compares two blocks' maxima
+    (a tie-break, a skipped rescale for "equal" maxima) the answer turns on bits.
 key-spike
     (K of attention only) ``offset + scale * N(0,1)``, and one key of every (batch, head),
     the first (``count`` 0), the last (``count`` 1), either (``count`` 2: drawn for each
@@ -108,11 +116,11 @@ from hypothesis.strategies import SearchStrategy
 
 from strategies._text import num
 from strategies._validation import check_argument, spec_error
-from strategies.features import (PROBE_K_VALUE_KINDS, PROBE_V_VALUE_KINDS, SOFTMAX_VALUE_KINDS, V_VALUE_KINDS,
-                                 ZERO_RUN_KINDS)
+from strategies.features import (K_VALUE_KINDS, PROBE_K_VALUE_KINDS, PROBE_V_VALUE_KINDS, SOFTMAX_VALUE_KINDS,
+                                 V_VALUE_KINDS, ZERO_RUN_KINDS)
 from verify.dtypes import FloatFormat, get_format
 
-ALL_VALUE_KINDS = tuple(dict.fromkeys(SOFTMAX_VALUE_KINDS + V_VALUE_KINDS + PROBE_K_VALUE_KINDS
+ALL_VALUE_KINDS = tuple(dict.fromkeys(SOFTMAX_VALUE_KINDS + V_VALUE_KINDS + K_VALUE_KINDS + PROBE_K_VALUE_KINDS
                                       + PROBE_V_VALUE_KINDS + ZERO_RUN_KINDS))
 
 #: Entries of a very-negative row stay below this (-1e4 with room for rounding).
@@ -134,7 +142,7 @@ class ValueRecipe:
     scale: float = 1.0
     offset: float = 0.0
     count: int = 0  # ties: entries equal to the maximum; dominant: where (DOMINANT_AT); key-spike: which end
-    gap: float = 0.0  # dominant: margin over the rest; outliers: outlier std in units of scale
+    gap: float = 0.0  # dominant: margin over the rest; outliers: outlier std in units of scale; ties: jitter
     rate: float = 0.0  # outliers: probability of an outlier
 
     def __post_init__(self) -> None:
@@ -174,7 +182,10 @@ class ValueRecipe:
         if k == "full-range":
             return "full-range"
         if k == "ties":
-            return f"ties(scale={num(self.scale)}{off}, count={self.count})"
+            jitter = f", jitter={num(self.gap)}" if self.gap else ""
+            return f"ties(scale={num(self.scale)}{off}, count={self.count}{jitter})"
+        if k == "key-ties":
+            return f"key-ties(scale={num(self.scale)}{off}, copies={self.count}, jitter={num(self.gap)})"
         if k == "dominant":
             at = f", at={DOMINANT_AT[self.count]}" if self.count else ""
             return f"dominant(scale={num(self.scale)}{off}, gap={num(self.gap)}{at})"
@@ -281,7 +292,20 @@ class ValueRecipe:
             x = self.offset + self.scale * rng.standard_normal(shape)
             rows = x.reshape(-1, n)
             for row in rows:
-                row[rng.choice(n, size=min(max(self.count, 2), n), replace=False)] = row.max()
+                top = row.max()
+                at = rng.choice(n, size=min(max(self.count, 2), n), replace=False)
+                # Near ties (gap > 0) lie within gap below the maximum; exact ties draw no more.
+                row[at] = top - self.gap * rng.random(at.size) if self.gap else top
+            return x
+        if k == "key-ties":
+            if len(shape) < 2:
+                raise AssertionError("key-ties draws a K tensor: shape (..., keys, head_dim)")
+            x = self.offset + self.scale * rng.standard_normal(shape)
+            for slab in x.reshape(-1, shape[-2], n):
+                away = slab - self.offset
+                far = away[np.argmax((away * away).sum(axis=-1))] * KEY_TIE_BOOST
+                at = rng.choice(shape[-2], size=min(max(self.count, 2), shape[-2]), replace=False)
+                slab[at] = self.offset + far * (1.0 + self.gap * rng.uniform(-1.0, 1.0, (at.size, 1)))
             return x
         if k == "dominant":
             x = self.offset + self.scale * rng.standard_normal(shape)
@@ -484,6 +508,17 @@ def value_recipes(
 #: apart (at most 1.09x from 5 on), whichever threshold a kernel cuts at.  The rung itself
 #: comes first (the draw shrinks to it).
 _GAPS = (20.0, 100.0, 1e3, 1e4, 2.0, 5.0, 10.0, 15.0, 30.0, 60.0)
+#: How far below the maximum a ``ties`` row's tied entries may lie (absolute, in logits; 0: exact
+#: ties, the first), and by how much, relative, a ``key-ties`` K's copies may differ.  Maxima of
+#: two blocks that differ by less than a threshold are where a merge that takes them for equal
+#: (and skips the exp(m1 - m2) correction, or keeps the wrong block's statistics) is wrong by
+#: about the difference: a blind mutant whose split-KV merge skipped it below 2**-7 lived through
+#: seeds 1-3 of 4 s a dtype; its trigger came in 13 of 521 calls, all inside the tolerance of
+#: thousands of keys (ninth red team, 2026-12-06).  The rungs span the 16-bit and float32 grids.
+TIE_JITTERS = (0.0, 2.0**-12, 2.0**-9, 2.0**-6)
+KEY_TIE_JITTERS = (0.0, 2.0**-14, 2.0**-11, 2.0**-8)
+#: A key-ties K's copied key lies this much farther from the offset than the slab's farthest.
+KEY_TIE_BOOST = 2.0
 _GAP_STEPS = tuple(2.0 ** (j / 8) for j in range(8))
 _OUTLIER_STDS = (10.0, 100.0)
 _OUTLIER_RATES = (0.001, 0.01, 0.1)
@@ -527,7 +562,10 @@ def _interpret(fmt: FloatFormat, limit: float, kind: str, a: float, b: float, p:
     if kind == "constant":
         return ValueRecipe(kind, scale=0.0, offset=b)
     if kind == "ties":
-        return ValueRecipe(kind, scale=a, offset=b, count=2 + p % 7)
+        return ValueRecipe(kind, scale=a, offset=b, count=2 + p % 7, gap=TIE_JITTERS[(p // 7) % len(TIE_JITTERS)])
+    if kind == "key-ties":
+        return ValueRecipe(kind, scale=a, offset=b, count=2 + p % 3,
+                           gap=KEY_TIE_JITTERS[(p // 3) % len(KEY_TIE_JITTERS)])
     if kind == "dominant":
         rung, step = _GAPS[p % len(_GAPS)], _GAP_STEPS[(p // len(_GAPS)) % len(_GAP_STEPS)]
         return ValueRecipe(kind, scale=a, offset=b, gap=min(float(f"{rung * step:.4g}"), limit))

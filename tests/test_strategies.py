@@ -1307,3 +1307,50 @@ def test_attention_draws_3d_masks_and_lengths_a_tile_apart() -> None:
     assert find(strat, lambda c: c.spec.causal and c.spec.seq_q >= c.spec.seq_k + 64, settings=cfg)
     assert find(strat, lambda c: c.spec.seq_k >= c.spec.seq_q + 64, settings=cfg)
 
+
+
+# ---------------------------------------------------------------------------------- near ties
+
+
+def test_near_ties_lie_within_their_jitter_below_the_maximum_and_exact_ties_draw_as_before() -> None:
+    fmt = get_format("float32")
+    near = ValueRecipe("ties", scale=1.0, count=4, gap=2.0**-9)
+    rows = near.sample(np.random.default_rng(3), (6, 80), fmt, 1e4)
+    for row in rows:
+        near_top = row[row >= row.max() - 2.0**-9]  # the 4 placed within the jitter of the maximum
+        assert near_top.size >= 4 and len(set(near_top.tolist())) > 1
+    assert near.describe() == "ties(scale=1, count=4, jitter=0.00195)"
+    # exact ties (gap 0, every recipe saved before the jitter) consume the generator as before
+    exact = ValueRecipe("ties", scale=1.0, count=4)
+    x = exact.sample(np.random.default_rng(3), (6, 80), fmt, 1e4)
+    rng = np.random.default_rng(3)
+    expected = rng.standard_normal((6, 80))
+    for row in expected:
+        row[rng.choice(80, size=4, replace=False)] = row.max()
+    assert np.array_equal(x, expected) and "jitter" not in exact.describe()
+
+
+def test_key_ties_copy_one_key_so_that_a_querys_scores_nearly_tie() -> None:
+    fmt = get_format("float32")
+    recipe = ValueRecipe("key-ties", scale=1.0, offset=0.25, count=3, gap=2.0**-11)
+    k = recipe.sample(np.random.default_rng(5), (2, 3, 70, 16), fmt, 1e4)
+    q = np.random.default_rng(6).standard_normal(16)
+    for slab in k.reshape(-1, 70, 16):
+        away = slab - 0.25
+        norms = np.sqrt((away * away).sum(-1))
+        copies = np.argsort(norms)[-3:]  # the copies lie KEY_TIE_BOOST times past the rest
+        assert norms[copies].min() > 1.5 * np.sort(norms)[-4]
+        scores = slab[copies] @ q - 0.25 * q.sum()
+        assert np.ptp(scores) <= 2 * 2.0**-11 * np.abs(scores).max() + 1e-12
+    assert recipe.describe() == "key-ties(scale=1, offset=0.25, copies=3, jitter=0.000488)"
+
+
+def test_drawn_cases_hold_near_ties_in_softmax_rows_and_in_keys() -> None:
+    found_k = find(attention_cases(dtypes=("float32",), max_seq=40),
+                   lambda c: c.spec.k.kind == "key-ties" and c.spec.k.gap > 0,
+                   settings=settings(max_examples=1000, database=None, phases=[Phase.generate], derandomize=True))
+    assert "k:key-ties" in found_k.features and "k:key-ties" in ATTENTION_FEATURES
+    found_s = find(softmax_cases(dtypes=("float32",)),
+                   lambda c: any(r.kind == "ties" and r.gap > 0 for r in c.spec.recipes),
+                   settings=settings(max_examples=1000, database=None, phases=[Phase.generate], derandomize=True))
+    assert "mag:ties" in found_s.features
