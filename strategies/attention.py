@@ -259,8 +259,9 @@ FAR_TAIL_MIN_OUTPUT = 64.0
 #: ``causal-offset`` (forced only): causal with Nq and Nk apart, see CAUSAL_OFFSET_SIDES;
 #: ``masked-lead`` and ``masked-tail`` (forced only): see MASKED_LEAD_VISIBLE_SHARE; ``far-tail``
 #: (forced, and one drawn absorption case in two): see FAR_TAIL_GAPS; ``score-floor`` (forced
-#: only): see SCORE_HEADROOM; ``negative-scale`` (forced only): see NEGATIVE_SCALE.
-ATTENTION_PROBES = ("zero-scale", "negative-scale", "causal-offset", "score-floor", "absorption", "far-tail", "many-heads", "mid-keys",
+#: only): see SCORE_HEADROOM; ``negative-scale`` (forced only): see NEGATIVE_SCALE; ``near-ties``
+#: (forced only): see NEAR_TIES_KEYS.
+ATTENTION_PROBES = ("zero-scale", "negative-scale", "near-ties", "causal-offset", "score-floor", "absorption", "far-tail", "many-heads", "mid-keys",
                     "mid-queries", "masked-lead", "masked-tail", "index-width", "grid-heads", "many-tiles",
                     "wide-offsets")  # cheapest first
 #: The negative-scale probe (forced only): scale NEGATIVE_SCALE, Q and K normal with scores as
@@ -275,6 +276,22 @@ ATTENTION_PROBES = ("zero-scale", "negative-scale", "causal-offset", "score-floo
 NEGATIVE_SCALE = -0.7
 NEGATIVE_SCALE_PEAK = 1600.0
 NEGATIVE_SCALE_KEYS = 131
+#: The near-ties probe (forced only): K of kind ``key-ties`` (three copies of one key, each
+#: scaled by 1 + jitter * U(-1, 1), the jitter one of NEAR_TIES_JITTERS), Q and V normal, the
+#: default scale, no causal flag (top-left, few queries would hide the copies), masks as drawn;
+#: at least NEAR_TIES_KEYS keys (within max_seq: several key blocks and a ragged one) and
+#: NEAR_TIES_MIN_QUERIES to NEAR_TIES_MAX_QUERIES queries (few: a decode step's split-KV path;
+#: several: the copies are the maximum of about a quarter of the query rows).  For the queries that
+#: point the copied key's way, blocks holding a copy have maxima a hair apart: a merge that takes
+#: them for equal, or a rescale skipped for a small step, is wrong by about the gap.  Drawn at
+#: random (key-ties K among ten kinds, Nk >= 64 with Nq <= 16) such cases came in 16 of 1,000,
+#: and a blind split-KV mutant that merged maxima within 2**-7 uncorrected lived through 4 s and
+#: 20 s a dtype (ninth red team, 2026-12-06).  The first jitter is the one a 16-bit K keeps
+#: (2**-11 of a key is about an ulp of float16).
+NEAR_TIES_KEYS = 131
+NEAR_TIES_MIN_QUERIES = 8
+NEAR_TIES_MAX_QUERIES = 16
+NEAR_TIES_JITTERS = (2.0**-11, 2.0**-8, 2.0**-14)
 #: The score-floor probe (forced only, within the size profile): every score of a row equal and
 #: about as low as the contract lets a finite score go (qk_limit: 1 / SCORE_HEADROOM of the
 #: compute format's largest value, -5.3e36 in float32, -D 65504**2 with float16 inputs, times
@@ -1762,6 +1779,10 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         seq_k = max(seq_k, min(GRID_HEADS_MAX_SEQ if c.probe == "grid-heads" else c.max_seq, ZERO_SCALE_MIN_KEYS))
     if c.probe == "negative-scale":
         seq_k, seq_q = max(seq_k, min(c.max_seq, NEGATIVE_SCALE_KEYS)), max(seq_q, min(c.max_seq, 4))
+    if c.probe == "near-ties":
+        # several queries: a query row's maximum is a copy for some query directions only
+        seq_k = max(seq_k, min(c.max_seq, NEAR_TIES_KEYS))
+        seq_q = min(max(seq_q, NEAR_TIES_MIN_QUERIES), NEAR_TIES_MAX_QUERIES, c.max_seq)
     if c.probe == "zero-scale" and head_dim <= WIDE_HEAD_DIM:
         seq_k = max(seq_k, min(ZERO_SCALE_PROBE_KEYS, max(c.max_seq, c.mid_keys_max)))
         if c.zero_scale_keys > seq_k:
@@ -1948,6 +1969,11 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         scale = scale if tamed is None else tamed
     if c.probe == "negative-scale":
         scale, q, k = _negative_scale_recipes(fmt, head_dim, c.roundoffs[fmt.name])
+    if c.probe == "near-ties":
+        jitter = draw(st.sampled_from(NEAR_TIES_JITTERS))
+        causal, scale = False, None
+        q, v = ValueRecipe("normal", scale=1.0), ValueRecipe("normal", scale=1.0)
+        k = ValueRecipe("key-ties", scale=1.0, count=3, gap=jitter)
 
     shapes = (
         ("q", (batch, heads_q, seq_q, head_dim)),

@@ -74,6 +74,9 @@ def _attention_probe_holds(probe: str, case) -> bool:
         "zero-scale": s.scale == 0.0 and "scale:zero" in case.features,
         "negative-scale": (s.scale == A.NEGATIVE_SCALE and s.q.kind == s.k.kind == "normal" and s.q.scale == s.k.scale > 0
                            and s.seq_k >= min(MAX_SEQ, A.NEGATIVE_SCALE_KEYS) and "scale:negative" in case.features),
+        "near-ties": (s.k.kind == "key-ties" and s.k.gap in A.NEAR_TIES_JITTERS and not s.causal
+                      and s.q.kind == s.v.kind == "normal" and s.seq_k >= min(MAX_SEQ, A.NEAR_TIES_KEYS)
+                      and min(A.NEAR_TIES_MIN_QUERIES, MAX_SEQ) <= s.seq_q <= A.NEAR_TIES_MAX_QUERIES),
         "index-width": "attn:index-width" in case.features,
         "mid-keys": MAX_SEQ < s.seq_k <= A.MID_KEYS_MAX and s.seq_q <= A.MID_KEYS_MAX_QUERIES,
         "mid-queries": MAX_SEQ < s.seq_q <= A.MID_QUERIES_MAX and s.seq_k <= A.MID_QUERIES_MAX_KEYS,
@@ -289,13 +292,13 @@ def test_which_probes_the_arguments_allow_and_clear_errors_otherwise() -> None:
     # the summation-bias check needs rows of 2048 entries: a target limited below has no mixed row
     assert "mixed-row" not in softmax_probes(caps=Capabilities(max_length=S.MIXED_MIN_LENGTH - 1))
     assert "mixed-row" in softmax_probes(caps=Capabilities(max_length=S.MIXED_MIN_LENGTH))
-    assert attention_probes(probes=False, index_widths=False) == ("zero-scale", "negative-scale", "causal-offset",
+    assert attention_probes(probes=False, index_widths=False) == ("zero-scale", "negative-scale", "near-ties", "causal-offset",
                                                                   "score-floor", "masked-lead", "masked-tail")  # not sizes
     assert "masked-lead" not in attention_probes(caps=Capabilities(bool_mask=False))
     assert "masked-tail" in attention_probes(caps=Capabilities(bool_mask=False))  # by the causal flag
     assert "masked-tail" not in attention_probes(caps=Capabilities(bool_mask=False, causal_square_only=True))
     assert "masked-tail" not in attention_probes(caps=Capabilities(neg_inf=False))
-    assert attention_probes(max_seq=8) == ("zero-scale", "negative-scale", "causal-offset", "score-floor", "many-heads",
+    assert attention_probes(max_seq=8) == ("zero-scale", "negative-scale", "near-ties", "causal-offset", "score-floor", "many-heads",
                                            "mid-keys", "mid-queries", "masked-lead", "masked-tail",
                                            "index-width")  # absorption: 17 keys
     assert "causal-offset" not in attention_probes(caps=Capabilities(causal_square_only=True))
