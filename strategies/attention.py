@@ -260,8 +260,8 @@ FAR_TAIL_MIN_OUTPUT = 64.0
 #: ``masked-lead`` and ``masked-tail`` (forced only): see MASKED_LEAD_VISIBLE_SHARE; ``far-tail``
 #: (forced, and one drawn absorption case in two): see FAR_TAIL_GAPS; ``score-floor`` (forced
 #: only): see SCORE_HEADROOM; ``negative-scale`` (forced only): see NEGATIVE_SCALE; ``near-ties``
-#: (forced only): see NEAR_TIES_KEYS.
-ATTENTION_PROBES = ("zero-scale", "negative-scale", "near-ties", "causal-offset", "score-floor", "absorption", "far-tail", "many-heads", "mid-keys",
+#: (forced only): see NEAR_TIES_KEYS; ``broadcast-mask`` (forced only): see BROADCAST_MASK_SEQ.
+ATTENTION_PROBES = ("zero-scale", "negative-scale", "near-ties", "broadcast-mask", "causal-offset", "score-floor", "absorption", "far-tail", "many-heads", "mid-keys",
                     "mid-queries", "masked-lead", "masked-tail", "index-width", "grid-heads", "many-tiles",
                     "wide-offsets")  # cheapest first
 #: The negative-scale probe (forced only): scale NEGATIVE_SCALE, Q and K normal with scores as
@@ -292,6 +292,14 @@ NEAR_TIES_KEYS = 131
 NEAR_TIES_MIN_QUERIES = 8
 NEAR_TIES_MAX_QUERIES = 16
 NEAR_TIES_JITTERS = (2.0**-11, 2.0**-8, 2.0**-14)
+#: The broadcast-mask probe (forced only, where the target takes a boolean mask): a random mask
+#: (density 1/2) broadcast over the keys, (..., Nq, 1), where the target takes one, else over the
+#: queries, (..., 1, Nk), on square lengths of at least BROADCAST_MASK_SEQ (within max_seq), no
+#: causal flag.  There a kernel that tells a mask's singleton axis by the sizes takes the right
+#: shape along the wrong axis.  Drawn at random such masks are few (a handful in 1,200 cases; see
+#: SQUARE_BROADCAST_ODDS), and a blind mutant that read an (N, 1) mask as (1, N) when Nq = Nk
+#: lived through seeds 1-3 of 4 s a dtype (ninth red team, 2026-12-06).
+BROADCAST_MASK_SEQ = 9
 #: The score-floor probe (forced only, within the size profile): every score of a row equal and
 #: about as low as the contract lets a finite score go (qk_limit: 1 / SCORE_HEADROOM of the
 #: compute format's largest value, -5.3e36 in float32, -D 65504**2 with float16 inputs, times
@@ -945,6 +953,7 @@ class _AttentionConfig:
                                    "head dims, lengths and pair limit allow no block that repeats past 2**31")
         if not self.bool_mask or self.max_seq < 2:
             out["masked-lead"] = "caps take no boolean mask (or masks=False), or max_seq below 2"
+            out["broadcast-mask"] = "caps take no boolean mask (or masks=False), or max_seq below 2"
         if not (self.bool_mask or self.causal_offset) or self.max_seq < 2:
             out["masked-tail"] = ("caps take neither a boolean mask nor a causal flag with Nq != Nk (or masks=False), "
                                   "or max_seq below 2")
@@ -1779,6 +1788,8 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         seq_k = max(seq_k, min(GRID_HEADS_MAX_SEQ if c.probe == "grid-heads" else c.max_seq, ZERO_SCALE_MIN_KEYS))
     if c.probe == "negative-scale":
         seq_k, seq_q = max(seq_k, min(c.max_seq, NEGATIVE_SCALE_KEYS)), max(seq_q, min(c.max_seq, 4))
+    if c.probe == "broadcast-mask":
+        seq_q = seq_k = max(min(seq_q, seq_k), min(c.max_seq, BROADCAST_MASK_SEQ))
     if c.probe == "near-ties":
         # several queries: a query row's maximum is a copy for some query directions only
         seq_k = max(seq_k, min(c.max_seq, NEAR_TIES_KEYS))
@@ -1859,6 +1870,9 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
                 mask_shape = GRID_HEADS_MASK_SHAPES.get(mask_shape, mask_shape)
         if pair_masks:
             mask, mask_shape = MaskSpec("random", density=PAIR_MASK_DENSITY), "bhqk"
+        if c.probe == "broadcast-mask":
+            shapes = KEY_BROADCAST_SHAPES if c.mask_key_broadcast else QUERY_BROADCAST_SHAPES
+            mask, mask_shape, causal = MaskSpec("random", density=0.5), draw(st.sampled_from(shapes)), False
         mask_layout = draw(st.sampled_from(c.mask_layouts))
         if causal and not c.causal_with_mask:
             mask, mask_shape = None, "qk"

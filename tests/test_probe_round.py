@@ -77,6 +77,9 @@ def _attention_probe_holds(probe: str, case) -> bool:
         "near-ties": (s.k.kind == "key-ties" and s.k.gap in A.NEAR_TIES_JITTERS and not s.causal
                       and s.q.kind == s.v.kind == "normal" and s.seq_k >= min(MAX_SEQ, A.NEAR_TIES_KEYS)
                       and min(A.NEAR_TIES_MIN_QUERIES, MAX_SEQ) <= s.seq_q <= A.NEAR_TIES_MAX_QUERIES),
+        "broadcast-mask": (s.mask is not None and s.mask.kind == "random" and s.mask.density == 0.5 and not s.causal
+                           and s.mask_shape in A.KEY_BROADCAST_SHAPES + A.QUERY_BROADCAST_SHAPES
+                           and s.seq_q == s.seq_k >= min(MAX_SEQ, A.BROADCAST_MASK_SEQ)),
         "index-width": "attn:index-width" in case.features,
         "mid-keys": MAX_SEQ < s.seq_k <= A.MID_KEYS_MAX and s.seq_q <= A.MID_KEYS_MAX_QUERIES,
         "mid-queries": MAX_SEQ < s.seq_q <= A.MID_QUERIES_MAX and s.seq_k <= A.MID_QUERIES_MAX_KEYS,
@@ -292,13 +295,16 @@ def test_which_probes_the_arguments_allow_and_clear_errors_otherwise() -> None:
     # the summation-bias check needs rows of 2048 entries: a target limited below has no mixed row
     assert "mixed-row" not in softmax_probes(caps=Capabilities(max_length=S.MIXED_MIN_LENGTH - 1))
     assert "mixed-row" in softmax_probes(caps=Capabilities(max_length=S.MIXED_MIN_LENGTH))
-    assert attention_probes(probes=False, index_widths=False) == ("zero-scale", "negative-scale", "near-ties", "causal-offset",
+    assert attention_probes(probes=False, index_widths=False) == ("zero-scale", "negative-scale", "near-ties",
+                                                                  "broadcast-mask", "causal-offset",
                                                                   "score-floor", "masked-lead", "masked-tail")  # not sizes
     assert "masked-lead" not in attention_probes(caps=Capabilities(bool_mask=False))
+    assert "broadcast-mask" not in attention_probes(caps=Capabilities(bool_mask=False))
     assert "masked-tail" in attention_probes(caps=Capabilities(bool_mask=False))  # by the causal flag
     assert "masked-tail" not in attention_probes(caps=Capabilities(bool_mask=False, causal_square_only=True))
     assert "masked-tail" not in attention_probes(caps=Capabilities(neg_inf=False))
-    assert attention_probes(max_seq=8) == ("zero-scale", "negative-scale", "near-ties", "causal-offset", "score-floor", "many-heads",
+    assert attention_probes(max_seq=8) == ("zero-scale", "negative-scale", "near-ties", "broadcast-mask", "causal-offset",
+                                           "score-floor", "many-heads",
                                            "mid-keys", "mid-queries", "masked-lead", "masked-tail",
                                            "index-width")  # absorption: 17 keys
     assert "causal-offset" not in attention_probes(caps=Capabilities(causal_square_only=True))
