@@ -1910,11 +1910,10 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
             # column as a key-padding row) take the right shape and the wrong axis.  Drawn as any
             # case, the two met only where the mask was trivial (Nq = Nk = 1, or all True), and a
             # blind mutant that read an (N, 1) mask as (1, N) when Nq = Nk lived through seeds 1-3
-            # of 4 s a dtype (ninth red team, 2026-12-06).  Wherever no probe was drawn, all but
-            # one time in SQUARE_BROADCAST_ODDS: with
-            # self-attention's one in two, 18 cases in 1,200 (max_seq 40) could be told from the
-            # mask read along the other axis, and the mutant lived through 273 examples at 20 s a
-            # dtype (seed 1).  The rest keep Nq != Nk, where such a misreading reads out of bounds.
+            # of 4 s a dtype (ninth red team, 2026-12-06).  Wherever no probe was drawn, all but one
+            # time in SQUARE_BROADCAST_ODDS (at one in two the mutant still lived through 273
+            # examples at 20 s a dtype, seed 1); the rest keep Nq != Nk, where such a misreading
+            # reads out of bounds.  The broadcast-mask probe tries one such mask in every cell.
             seq_q = seq_k = square
         if mask is not None and no_probe and not broadcast:
             if (self_attention and mask.kind in DIAGONAL_KINDS and square >= 3 and scale != 0.0

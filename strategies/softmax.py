@@ -877,7 +877,8 @@ def _softmax_cases(draw: st.DrawFn, c: _SoftmaxConfig) -> SoftmaxCase:
             rows = -(-total // max(batch, 1))
         elif forced == "wide-offsets":
             # Any length of the range (the offsets pass the edge whatever it is; a kernel's short-
-            # and long-row paths both form them), a few rows, repeated past c.wide_elements.
+            # and long-row paths both form them), 7, 11 or 13 rows (WRAP_REVEALING_COUNTS),
+            # repeated past c.wide_elements.
             length, rows = draw(lengths(*c.wide_range)), draw(st.sampled_from(WRAP_REVEALING_COUNTS))
             batch, heads, tile = 0, 0, wide_repetitions(rows * length, c.wide_elements)
         elif forced == "mixed-row":
