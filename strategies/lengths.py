@@ -353,3 +353,12 @@ def wide_repetitions(block_elements: int, past: int | None = None) -> int:
 #: block of P rows of 2**k entries is no power of two long either, so no offset wrap lines a
 #: repetition up with itself.
 WRAP_REVEALING_COUNTS = (7, 11, 13)
+
+
+def off_powers_of_two(count: int, entries_each: int) -> int:
+    """``count`` (of rows, ``entries_each`` entries each), or 3 where ``count * entries_each``
+    is a power of two (then 3 * 2**k): a block of 2**k entries would line its repetitions up
+    with every power-of-two wrap (offsets taken mod 2**31, or 2**30 as byte offsets of 16-bit
+    data), and a wrapped read would find the same numbers."""
+    total = count * entries_each
+    return 3 if total & (total - 1) == 0 else count

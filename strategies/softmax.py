@@ -58,6 +58,7 @@ from strategies.lengths import (
     index_width_length,
     index_width_lengths,
     WRAP_REVEALING_COUNTS,
+    off_powers_of_two,
     offset_features,
     wide_elements_or_default,
     wide_repetitions,
@@ -218,8 +219,11 @@ NARROWER = {"float64": "float32", "float32": "bfloat16"}
 #: at half the cost of the long-row probe's 16385 entries (one ragged entry past 2**13).
 MIXED_PROBE_MAX_LENGTH = 8193
 #: The wide-offsets probe (``probe="wide-offsets"`` only, with ``wide_offsets=True``): a drawn
-#: block of ``lengths.WRAP_REVEALING_COUNTS`` rows of WIDE_MIN_LENGTH to WIDE_MAX_LENGTH entries
-#: (and the target's max_length), repeated along the rows past ``lengths.WIDE_OFFSET_ELEMENTS``.
+#: block of ``lengths.WRAP_REVEALING_COUNTS`` rows (rows of WIDE_ROW_INDEX_LENGTH entries or
+#: more: 1 to WIDE_BLOCK_ROWS) of WIDE_MIN_LENGTH to WIDE_MAX_LENGTH entries (and the target's
+#: max_length), repeated along the rows past ``lengths.WIDE_OFFSET_ELEMENTS``.
+WIDE_BLOCK_ROWS = 4
+WIDE_ROW_INDEX_LENGTH = 32768  # 2**31 entries in shorter rows are more than 65535 rows
 WIDE_MIN_LENGTH = 16  # past 1 (a one-entry softmax is 1, whatever was read); short rows are many programs
 WIDE_MAX_LENGTH = 2**20 + 1
 
@@ -684,7 +688,8 @@ def softmax_cases(
       ``GRID_ROWS_MAX_LENGTH`` entries.  ``verify.search`` sizes both by the target's measured
       speed and passes them to its probe round alone.
     * ``wide_offsets``: allow the wide-offsets probe, drawn only when forced
-      (``probe="wide-offsets"``): a 2-D block of ``lengths.WRAP_REVEALING_COUNTS`` rows of
+      (``probe="wide-offsets"``): a 2-D block of ``lengths.WRAP_REVEALING_COUNTS`` rows (rows of
+      ``WIDE_ROW_INDEX_LENGTH`` or more: 1 to ``WIDE_BLOCK_ROWS``, never 2**k entries) of
       ``WIDE_MIN_LENGTH`` to ``WIDE_MAX_LENGTH`` entries (within ``caps``, past the size
       profile) with the usual values, masks (at least half the rows live) and special
       entries, repeated along the rows (``spec.tile``) past ``lengths.WIDE_OFFSET_ELEMENTS``:
@@ -877,9 +882,17 @@ def _softmax_cases(draw: st.DrawFn, c: _SoftmaxConfig) -> SoftmaxCase:
             rows = -(-total // max(batch, 1))
         elif forced == "wide-offsets":
             # Any length of the range (the offsets pass the edge whatever it is; a kernel's short-
-            # and long-row paths both form them), 7, 11 or 13 rows (WRAP_REVEALING_COUNTS),
-            # repeated past c.wide_elements.
-            length, rows = draw(lengths(*c.wide_range)), draw(st.sampled_from(WRAP_REVEALING_COUNTS))
+            # and long-row paths both form them), repeated past c.wide_elements: rows shorter than
+            # WIDE_ROW_INDEX_LENGTH in blocks of 7, 11 or 13 (WRAP_REVEALING_COUNTS: the repeated
+            # rows pass a grid axis's 65535, and a wrapped row index must read other numbers);
+            # longer ones, whose repetitions number too few rows for that, in blocks of 1 to 4
+            # rows (never 2**k entries): 11 rows of 2**20 made the block's oracle the cost of a
+            # CPU cell's probe round (18 of 27 s, 2026-12-06).
+            length = draw(lengths(*c.wide_range))
+            if length < WIDE_ROW_INDEX_LENGTH:
+                rows = draw(st.sampled_from(WRAP_REVEALING_COUNTS))
+            else:
+                rows = off_powers_of_two(draw(st.integers(1, WIDE_BLOCK_ROWS)), length)
             batch, heads, tile = 0, 0, wide_repetitions(rows * length, c.wide_elements)
         elif forced == "mixed-row":
             # One or two well-mixed rows (below), the longest one time in two and in the simplest

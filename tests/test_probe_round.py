@@ -399,15 +399,26 @@ def test_a_campaign_cell_tries_the_probes_in_its_first_chunk_only(monkeypatch) -
             continue  # sized by the speed measured in the chunk
         simplest = find(softmax_cases(**args, probe=probe), lambda c: True, settings=first)
         assert sum(c.spec == simplest.spec for c in seen) == 1, probe
-    # an attention cell's first chunk holds its round too: more probes than FIRST_CHUNK's 12 examples
-    # allowed (a round needs twice its examples), so campaign cells never ran it before 2026-12-05
+
+
+def test_an_attention_campaign_cell_tries_the_probes_in_its_first_chunk_too(monkeypatch) -> None:
+    # more probes than FIRST_CHUNK's 12 examples allowed (a round needs twice its examples), so
+    # campaign cells never ran it before 2026-12-05.  Apart from the softmax cell's test above: the
+    # two took 41 s together in a -n 2 run, the suite's fourth slowest (2026-12-06).
+    from reports.campaign import run_cell
+
+    monkeypatch.setattr(search, "SPEED_GATED_PROBES", {})
+    monkeypatch.setattr(search, "tiles_rung_fits", lambda *args, **kwargs: False)  # as above
+    base = search.CheckOptions(compare_naive=False, shrink=False, profile=search.PROFILES["cpu"])
+    first = settings(max_examples=1, phases=[Phase.generate], **_QUIET)
     target = get_target("ref-naive-attention")
     assert search.probe_round_examples(target, "float32", base) > 6
     seen = []
     with search.observing_cases(before=seen.append):
         run_cell(target, "float32", base, budget_s=600.0, seed=1, max_examples=40, observe=False)
     args = search._strategy_args(target, "float32", base)
-    for probe in ("zero-scale", "negative-scale", "causal-offset", "score-floor", "masked-tail"):
+    for probe in ("zero-scale", "negative-scale", "near-ties", "broadcast-mask", "causal-offset", "score-floor",
+                  "masked-tail"):
         simplest = find(attention_cases(**args, probe=probe), lambda c: True, settings=first)
         assert sum(c.spec == simplest.spec for c in seen) == 1, probe
 
