@@ -121,6 +121,8 @@ KEY_MASK_KINDS = ("random", "fully-masked-row", "single-unmasked", "key-padding"
 #: differs across queries (KEY_BROADCAST_KINDS) give the column: random queries, whole rows
 #: (fully-masked-row), the leading or trailing queries (a causal diagonal offset: left padding).
 KEY_BROADCAST_SHAPES = ("q1", "b1q1", "bhq1")
+#: Masks with a singleton axis, over the queries or over the keys.
+BROADCAST_MASK_SHAPES = QUERY_BROADCAST_SHAPES + KEY_BROADCAST_SHAPES
 KEY_BROADCAST_KINDS = ("random", "fully-masked-row", "single-unmasked", "causal")
 MAX_SPECIALS = 3
 #: Long-key probes (see ``attention_cases``) keep the rest of the case small: at most this
@@ -1561,7 +1563,7 @@ def _differing_per_group(mask: MaskSpec, n_rows: int, n_cols: int) -> MaskSpec:
     elif mask.kind == "key-padding" and len(mask.pads) == 1:
         mask = replace(mask, pads=(mask.pads[0], (mask.pads[0] + 1) % (n_cols + 1)))
     if mask.kind == "random":  # its draws differ per group, unless it hides nothing or all
-        return mask if 0.0 < mask.density < 1.0 else replace(mask, density=0.5)
+        return replace(mask, density=0.5) if _hides_all_or_none(mask) else mask
     if mask.kind == "single-unmasked":
         return mask
     rng = np.random.default_rng(0)  # unused by the kinds left: they draw no random numbers
@@ -1571,8 +1573,8 @@ def _differing_per_group(mask: MaskSpec, n_rows: int, n_cols: int) -> MaskSpec:
 
 
 def _hides_all_or_none(mask: MaskSpec) -> bool:
-    """Whether a mask's kind alone hides every entry or none (a random mask of density 1 or 0)."""
-    return mask.kind == "random" and mask.density in (0.0, 1.0) and not mask.dead_rows and not mask.flips
+    """Whether a mask's kind hides every entry or none (a random mask of density 1 or 0)."""
+    return mask.kind == "random" and mask.density in (0.0, 1.0)
 
 
 def _with_flip(mask: MaskSpec, n_rows: int, n_cols: int, at: tuple[int, int]) -> MaskSpec:
@@ -1890,7 +1892,7 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
             causal, masked_keys = False, seq_k - max(1, seq_k // MASKED_LEAD_VISIBLE_SHARE)
             if c.probe == "masked-lead":
                 mask = MaskSpec("leading-block", block=masked_keys, stagger=1)
-                mask_shape = "qk" if mask_shape in QUERY_BROADCAST_SHAPES + KEY_BROADCAST_SHAPES else mask_shape
+                mask_shape = "qk" if mask_shape in BROADCAST_MASK_SHAPES else mask_shape
             else:
                 mask = MaskSpec("key-padding", pads=(masked_keys,), side="end")
                 mask_shape = "qk" if mask_shape in KEY_BROADCAST_SHAPES else mask_shape
@@ -1899,9 +1901,9 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         # holds a pattern and an inside and no probe's lengths are at stake.
         self_attention = draw(st.integers(0, SELF_ATTENTION_ODDS - 1)) == 0  # shrinks to True
         flip, flip_at = rare(draw, FLIP_ODDS), draw(st.tuples(st.integers(0, 2**16), st.integers(0, 2**16)))
-        broadcast = mask_shape in QUERY_BROADCAST_SHAPES + KEY_BROADCAST_SHAPES
+        broadcast = mask_shape in BROADCAST_MASK_SHAPES
         square = min(seq_q, seq_k)
-        no_probe = c.probe is None and probe < PROBE_ODDS - 3  # PROBE_ODDS: the last three draws are probes
+        no_probe = c.probe is None and probe < min(_PROBE_DRAWS.values())  # the draws below take no probe
         if (broadcast and mask is not None and no_probe and square >= 2 and scale != 0.0 and not _hides_all_or_none(mask)
                 and draw(st.integers(0, SQUARE_BROADCAST_ODDS - 1)) > 0):  # shrinks to not square
             # A mask broadcast over the queries, (..., 1, Nk), or over the keys, (..., Nq, 1), on

@@ -377,17 +377,22 @@ def test_a_short_search_has_no_probe_round() -> None:
     assert len(_examples("ref-online-softmax", "float16", 6)) == 6
 
 
+def _every_probe_no_climb(monkeypatch) -> search.CheckOptions:
+    """A campaign cell's options, with every probe tried however slow its pilot, and no many-tiles
+    climb: at the campaign tests' budget the attention cell climbed to the 3000 x 3000 rung, 32 of
+    a 45 s test (2026-12-06), and the rungs are not what they check."""
+    monkeypatch.setattr(search, "SPEED_GATED_PROBES", {})
+    monkeypatch.setattr(search, "tiles_rung_fits", lambda *args, **kwargs: False)
+    return search.CheckOptions(compare_naive=False, shrink=False, profile=search.PROFILES["cpu"])
+
+
 def test_a_campaign_cell_tries_the_probes_in_its_first_chunk_only(monkeypatch) -> None:
     """The campaign searches a cell in chunks (check_cell calls); a probe's first example is its
     simplest, the same in every chunk, so only the first chunk runs the round."""
     from reports.campaign import run_cell
 
-    monkeypatch.setattr(search, "SPEED_GATED_PROBES", {})  # every probe, however slow its pilot
-    # and no many-tiles climb: at this budget's share the attention cell climbed to the 3000 x 3000
-    # rung, 32 of the test's 45 s alone (2026-12-06), and the rungs are not what is tested here
-    monkeypatch.setattr(search, "tiles_rung_fits", lambda *args, **kwargs: False)
+    base = _every_probe_no_climb(monkeypatch)
     target = get_target("ref-online-softmax")
-    base = search.CheckOptions(compare_naive=False, shrink=False, profile=search.PROFILES["cpu"])
     seen = []
     with search.observing_cases(before=seen.append):
         run = run_cell(target, "float16", base, budget_s=600.0, seed=1, max_examples=60, observe=False)
@@ -407,9 +412,7 @@ def test_an_attention_campaign_cell_tries_the_probes_in_its_first_chunk_too(monk
     # two took 41 s together in a -n 2 run, the suite's fourth slowest (2026-12-06).
     from reports.campaign import run_cell
 
-    monkeypatch.setattr(search, "SPEED_GATED_PROBES", {})
-    monkeypatch.setattr(search, "tiles_rung_fits", lambda *args, **kwargs: False)  # as above
-    base = search.CheckOptions(compare_naive=False, shrink=False, profile=search.PROFILES["cpu"])
+    base = _every_probe_no_climb(monkeypatch)
     first = settings(max_examples=1, phases=[Phase.generate], **_QUIET)
     target = get_target("ref-naive-attention")
     assert search.probe_round_examples(target, "float32", base) > 6
