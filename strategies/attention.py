@@ -147,9 +147,9 @@ LONG_KEY_QK_SPREAD = (2.0, 4.0)
 #: sequences, ``MANY_HEADS_MAX_PAIRS`` at most.  Tiling bugs past a few key blocks, and
 #: per-program state that leaks across (batch, head) pairs of a persistent grid, show only
 #: there.  A persistent grid has a few programs a SM (108 to 170 SMs on current data-centre
-#: GPUs; 512 programs is 4 a SM on the H200), so the probe's simplest case has 1024 pairs
-#: (8 x 4 x 32 with GQA, else 8 x 128): every program of a grid of up
-#: to 1023 takes a second one.  With 4 x 8 x 8 at most (32 in the simplest case), none of 300
+#: GPUs; 512 programs is 4 a SM on the H200), so the probe's simplest case has up to 1024 pairs
+#: (8 x 5 x 24 = 960 with GQA, the group not a power of two (see _past_powers_of_two), else
+#: 8 x 128): every program of a grid of up to 959 takes a second one.  With 4 x 8 x 8 at most (32 in the simplest case), none of 300
 #: examples had more than 132 (2026-11-30); with 256 at most, a blind mutant whose programs of
 #: a 512-wide grid kept their running sum from one pair to the next lived (2026-12-03).  Groups
 #: go to 32 query heads a K/V head (multi-query models have more): a kernel that packed at most
@@ -262,8 +262,11 @@ FAR_TAIL_MIN_OUTPUT = 64.0
 #: ``masked-lead`` and ``masked-tail`` (forced only): see MASKED_LEAD_VISIBLE_SHARE; ``far-tail``
 #: (forced, and one drawn absorption case in two): see FAR_TAIL_GAPS; ``score-floor`` (forced
 #: only): see SCORE_HEADROOM; ``negative-scale`` (forced only): see NEGATIVE_SCALE; ``near-ties``
-#: (forced only): see NEAR_TIES_KEYS; ``broadcast-mask`` (forced only): see BROADCAST_MASK_SEQ.
-ATTENTION_PROBES = ("zero-scale", "negative-scale", "near-ties", "broadcast-mask", "causal-offset", "score-floor", "absorption", "far-tail", "many-heads", "mid-keys",
+#: (forced only): see NEAR_TIES_KEYS; ``broadcast-mask`` (forced only): see BROADCAST_MASK_SEQ;
+#: ``single-key`` (forced only): see SINGLE_KEY_QUERIES; ``wide-head`` (forced only): see
+#: WIDE_HEAD_PROBE_KEYS.
+ATTENTION_PROBES = ("zero-scale", "single-key", "negative-scale", "near-ties", "broadcast-mask", "causal-offset", "wide-head",
+                    "score-floor", "absorption", "far-tail", "many-heads", "mid-keys",
                     "mid-queries", "masked-lead", "masked-tail", "index-width", "grid-heads", "many-tiles",
                     "wide-offsets")  # cheapest first
 #: The negative-scale probe (forced only): scale NEGATIVE_SCALE, Q and K normal with scores as
@@ -302,6 +305,33 @@ NEAR_TIES_JITTERS = (2.0**-11, 2.0**-8, 2.0**-14)
 #: SQUARE_BROADCAST_ODDS), and a blind mutant that read an (N, 1) mask as (1, N) when Nq = Nk
 #: lived through seeds 1-3 of 4 s a dtype (ninth red team, 2026-12-06).
 BROADCAST_MASK_SEQ = 9
+#: The single-key probe (forced only, where the target takes NaN): one key (Nk = 1), up to
+#: SINGLE_KEY_QUERIES queries, two K/V heads where allowed, Q, K and V normal, the default scale, no
+#: mask or causal flag; a NaN in the second query row of the first head and one in the second
+#: head's key.  With one key the softmax is 1 whatever the score, so a kernel (or a dispatcher)
+#: that returns V there without computing Q K^T loses the NaN the score should carry into the
+#: output.  Drawn at random, Nk = 1 with a NaN in Q or K came too seldom: such a blind mutant lived
+#: through seed 1 of 4 s a dtype (ninth red team, 2026-12-06).  A fast path for a degenerate size is
+#: where a kernel skips the arithmetic its special values need.
+SINGLE_KEY_QUERIES = 4
+#: The single-key probe's V lies in [SINGLE_KEY_V / 2, 3 SINGLE_KEY_V / 2] where the format and
+#: v_limit allow it: past float16's largest value (65504), with the output V itself, exactly.  A
+#: kernel whose epilogue or accumulator keeps float16's range for every dtype saturates there: a
+#: blind mutant that clamped every output to +-65504 lived through seed 2 of 4 s a dtype, whose
+#: bfloat16 and float32 cells drew no output past it (tenth red team, 2026-12-06).
+SINGLE_KEY_V = 2.0**17
+#: The wide-head probe (forced only, where a head dim in (128, 256] is allowed): the largest such
+#: dim that is not a power of two (192, else 160, else 256), causal where allowed (Nq one past the
+#: power of two at or below half of Nk, or Nq = Nk where the target takes causal only square),
+#: a random mask too where the target takes both, the scale WIDE_HEAD_SCALE_FACTOR / sqrt(D), Q, K
+#: and V normal, up to WIDE_HEAD_PROBE_KEYS keys.  Kernels take another path past a head dim of
+#: 128 (two output tiles of D, or one wider tile with fewer stages), and a path of its own can
+#: lose what the main one does: the causal flag on the second output tile, the strictness of the
+#: diagonal, the caller's scale.  Drawn at random, D > 128 with the causal flag came 0-1 times a
+#: cell of 4 s a dtype, and three such blind mutants each lived through one to two seeds of three
+#: (tenth red team, 2026-12-06).
+WIDE_HEAD_PROBE_KEYS = 96
+WIDE_HEAD_SCALE_FACTOR = 0.75
 #: The score-floor probe (forced only, within the size profile): every score of a row equal and
 #: about as low as the contract lets a finite score go (qk_limit: 1 / SCORE_HEADROOM of the
 #: compute format's largest value, -5.3e36 in float32, -D 65504**2 with float16 inputs, times
@@ -363,7 +393,12 @@ _PROBE_DRAWS = {"mid-keys": PROBE_ODDS - 1, "mid-queries": PROBE_ODDS - 1, "many
 #: Nk, whatever the tiles; drawn at random, causal cases with Nq != Nk come a few in ten, after
 #: Hypothesis's first simple (often square) examples, and an interpreted kernel's budget of a few
 #: seconds a dtype held about a dozen examples (the main job, 2026-12-01, where a bottom-right
-#: mutant survived 34 of them).
+#: mutant survived 34 of them).  The shorter side is one past a power of two (65 for a longest of
+#: 160): the last tile of every power-of-two tiling up to it holds one query (or key), where a
+#: kernel that folds a one-row last tile into the tile before (its output row a copy of the row
+#: above) is wrong; causal, every query's output differs from its neighbour's.  With 81 (half of
+#: 160, plus one) such a blind mutant lived through seeds 1-3 of 4 s a dtype (2026-12-06): its
+#: search's random part met 64k + 1 queries with distinct rows in none of them.
 CAUSAL_OFFSET_SIDES = ("keys", "queries")
 MID_KEYS_MAX = 4097
 #: The mid-queries probe: Nq past max_seq up to MID_QUERIES_MAX against at most
@@ -953,6 +988,10 @@ class _AttentionConfig:
         if self.wide_seq is None:
             out["wide-offsets"] = ("wide_offsets=False (the search turns it on for CUDA devices), or the target's "
                                    "head dims, lengths and pair limit allow no block that repeats past 2**31")
+        if not self.special_values:
+            out["single-key"] = "special_values=False (caps take no NaN)"
+        if wide_probe_head_dim(self.head_dims) is None:
+            out["wide-head"] = "no head dim in (128, 256] within head_dims and caps"
         if not self.bool_mask or self.max_seq < 2:
             out["masked-lead"] = "caps take no boolean mask (or masks=False), or max_seq below 2"
             out["broadcast-mask"] = "caps take no boolean mask (or masks=False), or max_seq below 2"
@@ -1550,6 +1589,31 @@ def _head_counts(draw: st.DrawFn, c: "_AttentionConfig") -> tuple[int, int]:
     return heads_kv, group
 
 
+def wide_probe_head_dim(dims: tuple[int, ...]) -> int | None:
+    """The wide-head probe's head dim among ``dims``: the largest in (128, 256] that is not a power
+    of two, else 256; None where none lies there (see WIDE_HEAD_PROBE_KEYS)."""
+    wide = [d for d in dims if 128 < d <= 256]
+    odd = [d for d in wide if d & (d - 1)]
+    return max(odd) if odd else max(wide, default=None)
+
+
+def one_past_half_tiles(longest: int) -> int:
+    """The causal-offset probe's shorter side for a longer one of ``longest`` (>= 2): one past the
+    power of two at or below ``longest // 2`` (65 for 160; see CAUSAL_OFFSET_SIDES)."""
+    return (1 << (max(1, longest // 2).bit_length() - 1)) + 1
+
+
+def _past_powers_of_two(group: int) -> int:
+    """``group`` query heads a K/V head, or 3/4 of it where it is a power of two from 4 up.
+
+    With a group of 2**k, h // group is a shift, and a kernel that takes the group as the power
+    of two below (a shift where a division is due) maps every head right.  A blind mutant that
+    rounded the group down to a power of two lived through seeds 2 and 3 of 4 s a dtype
+    (2026-12-06): the cpu profile's 4 query heads make groups of 2 over 2 K/V heads at most, and
+    the many-heads probe's simplest case had groups of 16."""
+    return 3 * group // 4 if group >= 4 and group & (group - 1) == 0 else group
+
+
 def _differing_per_group(mask: MaskSpec, n_rows: int, n_cols: int) -> MaskSpec:
     """``mask`` made to differ from one group (head) to the next, for the cases drawn to show a
     mask read at the wrong head (B = Hq with a 3-d mask, a mask per query head of a GQA group):
@@ -1700,6 +1764,7 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         # query heads, more than the size profiles give.
         group = largest_first(draw, 1, MANY_HEADS_MAX_GROUP) if c.gqa else 1
         group = max(1, min(group, c.many_heads_pairs // (2 * batch)))  # two K/V heads where it can
+        group = _past_powers_of_two(group)
         heads_kv = largest_first(draw, 1, MANY_HEADS_MAX_KV_HEADS)
         heads_kv = max(1, min(heads_kv, c.many_heads_pairs // (batch * group)))
         # The longest first: with one key every query's output is that key's value, whatever Q
@@ -1729,13 +1794,20 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
             heads = -(-pairs // batch)
         heads_kv, group = (1, heads) if shared else (heads, 1)
     elif c.probe == "causal-offset":
-        # The longest side at max_seq, the other about half of it (+1: no tile boundary in common).
+        # The longest side at max_seq, the other one past the power of two at or below half of
+        # it (see CAUSAL_OFFSET_SIDES).
         longer = draw(st.sampled_from(CAUSAL_OFFSET_SIDES))
-        longest, shorter = c.max_seq, max(c.min_seq, c.max_seq // 2 + 1)
+        longest, shorter = c.max_seq, max(c.min_seq, one_past_half_tiles(c.max_seq))
         if shorter == longest:
             shorter = longest - 1
         seq_q, seq_k = (shorter, longest) if longer == "keys" else (longest, shorter)
         decode = False
+    elif c.probe == "wide-head":
+        # See WIDE_HEAD_PROBE_KEYS.
+        seq_k = max(c.min_seq, min(c.max_seq, WIDE_HEAD_PROBE_KEYS))
+        seq_q = seq_k if c.causal_square_only or seq_k < 2 else one_past_half_tiles(seq_k)
+        head_dim, decode = wide_probe_head_dim(c.head_dims), False
+        batch, heads_kv, group = 1, min(heads_kv, 2), min(group, 2)
     elif c.probe in ("masked-lead", "masked-tail"):
         # The longest keys first (see MASKED_KEYS_MAX); past max_seq the rest is kept small.
         seq_k, decode = largest_first(draw, max(c.min_seq, 2), max(c.max_seq, c.masked_keys_max)), False
@@ -1779,7 +1851,7 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         # Rows this wide cost the oracle's exact fallback seconds each: keep the rest small.
         seq_q, seq_k = min(seq_q, WIDE_HEAD_MAX_SEQ), min(seq_k, WIDE_HEAD_MAX_SEQ)
         if c.probe == "causal-offset" and seq_q == seq_k > 1:  # keep the two lengths apart
-            seq_q, seq_k = (seq_q // 2 + 1, seq_k) if seq_q <= seq_k else (seq_q, seq_k // 2 + 1)
+            seq_q, seq_k = (one_past_half_tiles(seq_q), seq_k) if seq_q <= seq_k else (seq_q, one_past_half_tiles(seq_k))
         batch, heads_kv, group = 1, min(heads_kv, 2), min(group, 2)
     heads_q = heads_kv * group
     scale = draw(_scales())
@@ -1792,6 +1864,10 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         seq_k, seq_q = max(seq_k, min(c.max_seq, NEGATIVE_SCALE_KEYS)), max(seq_q, min(c.max_seq, 4))
     if c.probe == "broadcast-mask":
         seq_q = seq_k = max(min(seq_q, seq_k), min(c.max_seq, BROADCAST_MASK_SEQ))
+    if c.probe == "single-key":
+        seq_k, seq_q = 1, max(seq_q, min(c.max_seq, SINGLE_KEY_QUERIES))
+        batch, heads_kv, group = 1, min(2, c.max_heads), 1
+        heads_q = heads_kv
     if c.probe == "near-ties":
         # several queries: a query row's maximum is a copy for some query directions only
         seq_k = max(seq_k, min(c.max_seq, NEAR_TIES_KEYS))
@@ -1997,6 +2073,22 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
     )
     kinds = special_kinds(fmt, c.special_values)
     specials = tuple(draw(st.lists(special_specs(kinds, shapes), max_size=MAX_SPECIALS)))
+    if c.probe == "single-key":
+        # See SINGLE_KEY_QUERIES: a NaN query row in the first head, a NaN key in the second; V
+        # past float16's range where the format allows it (SINGLE_KEY_V).
+        scale, causal, mask, mask_shape, mask_layout = None, False, None, "qk", "contiguous"
+        q = k = ValueRecipe("normal", scale=1.0)
+        big = min(SINGLE_KEY_V, _floor_to_format(v_limit(fmt, seq_k) / 2.0, fmt))
+        v = ValueRecipe("uniform", scale=big / 2.0, offset=big)
+        specials = ((SpecialSpec("nan", "q", (0, 0, min(1, seq_q - 1), 0)),)
+                    + ((SpecialSpec("nan", "k", (0, heads_kv - 1, 0, 0)),) if heads_kv >= 2 else ()))
+    if c.probe == "wide-head":
+        # See WIDE_HEAD_PROBE_KEYS: the causal flag and a mask where allowed, the caller's scale.
+        scale, causal, specials = WIDE_HEAD_SCALE_FACTOR / math.sqrt(head_dim), c.causal, ()
+        mask, mask_shape, mask_layout = None, "qk", "contiguous"
+        if c.bool_mask and (c.causal_with_mask or not causal):
+            mask = MaskSpec("random", density=0.5)
+        q = k = v = ValueRecipe("normal", scale=1.0)
     layouts = tuple(draw(st.sampled_from(_layouts_for(c, shape, fmt))) for _, shape in shapes)
     seed = draw(st.integers(0, _rng.SEED_MAX))
     if absorb:

@@ -8,6 +8,8 @@ cell's search (``PROBE_ROUND_AT``).  CPU only, a few seconds.
 
 from __future__ import annotations
 
+import math
+
 import dataclasses
 
 import pytest
@@ -72,6 +74,11 @@ def _attention_probe_holds(probe: str, case) -> bool:
     s = case.spec
     return {
         "zero-scale": s.scale == 0.0 and "scale:zero" in case.features,
+        "single-key": (s.seq_k == 1 and s.seq_q >= 2 and s.mask is None and not s.causal
+                       and [(x.kind, x.tensor) for x in s.specials][:1] == [("nan", "q")]
+                       and s.v.kind == "uniform" and s.v.offset == 2 * s.v.scale > 0),
+        "wide-head": (128 < s.head_dim <= 256 and s.causal and s.scale == A.WIDE_HEAD_SCALE_FACTOR / math.sqrt(s.head_dim)
+                      and s.seq_k == min(MAX_SEQ, A.WIDE_HEAD_PROBE_KEYS) and not s.specials),
         "negative-scale": (s.scale == A.NEGATIVE_SCALE and s.q.kind == s.k.kind == "normal" and s.q.scale == s.k.scale > 0
                            and s.seq_k >= min(MAX_SEQ, A.NEGATIVE_SCALE_KEYS) and "scale:negative" in case.features),
         "near-ties": (s.k.kind == "key-ties" and s.k.gap in A.NEAR_TIES_JITTERS and not s.causal
@@ -97,7 +104,7 @@ def _attention_probe_holds(probe: str, case) -> bool:
         "grid-heads": (s.batch * s.heads_q > GRID_AXIS_LIMIT and max(s.seq_q, s.seq_k) <= A.GRID_HEADS_MAX_SEQ
                        and "attn:grid-heads" in case.features
                        and (s.mask is None or s.mask_shape in ("qk", "11qk", "1qk", "q1"))),  # masks shared by all pairs
-        "causal-offset": s.causal and (max(s.seq_q, s.seq_k) // 2 + 1 == min(s.seq_q, s.seq_k)) and (
+        "causal-offset": s.causal and (A.one_past_half_tiles(max(s.seq_q, s.seq_k)) == min(s.seq_q, s.seq_k)) and (
             max(s.seq_q, s.seq_k) == (MAX_SEQ if s.head_dim <= A.WIDE_HEAD_DIM else A.WIDE_HEAD_MAX_SEQ)),
         "many-tiles": (A.TILES_MIN_SEQ <= s.seq_k <= A.TILES_RUNGS[0][0] and s.seq_q in (s.seq_k, s.seq_k // 2 + 1)
                        and s.batch * s.heads_q >= A.TILES_RUNGS[0][1] // 2 and s.head_dim <= A.TILES_MAX_HEAD_DIM
@@ -159,10 +166,13 @@ def test_the_simplest_case_of_a_forced_probe_is_its_strongest() -> None:
     assert top[:2] == [0, s.seq_k - 1]
     many = find(attention_cases(dtypes=("float16",), max_seq=MAX_SEQ, probe="many-heads"), lambda c: True, **first)
     s = many.spec
-    assert s.batch * s.heads_q == A.MANY_HEADS_PAIRS >= 256  # more pairs than any GPU has SMs
-    # h // group != h % Hkv (two K/V heads), groups as large as the pairs then allow: 16 here, 32
-    # at the search's 1024 pairs (past a kernel that packs 8 query heads a K/V load)
-    assert s.heads_kv >= 2 and s.heads_q // s.heads_kv == min(A.MANY_HEADS_MAX_GROUP, A.MANY_HEADS_PAIRS // (2 * s.batch))
+    assert A.MANY_HEADS_PAIRS >= s.batch * s.heads_q >= 3 * A.MANY_HEADS_PAIRS // 4 >= 192  # more than a GPU's SMs
+    # h // group != h % Hkv (two K/V heads), groups as large as the pairs then allow but not a
+    # power of two (h // 12 is no shift): 3/4 of 16 here, of 32 at the search's 1024 pairs (past a
+    # kernel that packs 8 query heads a K/V load)
+    group = s.heads_q // s.heads_kv
+    assert s.heads_kv >= 2 and group == 3 * min(A.MANY_HEADS_MAX_GROUP, A.MANY_HEADS_PAIRS // (2 * s.batch)) // 4
+    assert group > 8 and group & (group - 1) != 0
     assert s.q.kind == "slab-levels"
     # a random mask of its own for every pair: read at another pair's offset, or once for a
     # packed group of query heads, it misplaces keys
@@ -177,7 +187,11 @@ def test_the_simplest_case_of_a_forced_probe_is_its_strongest() -> None:
     assert s.seq_q == s.seq_k == A.MANY_HEADS_MAX_SEQ  # with one key, Q and K do not matter
     offset = find(attention_cases(dtypes=("float16",), max_seq=MAX_SEQ, probe="causal-offset"), lambda c: True,
                   **first)
-    assert offset.spec.causal and (offset.spec.seq_q, offset.spec.seq_k) == (MAX_SEQ // 2 + 1, MAX_SEQ)
+    # one past the power of two at or below half the longest (33 for 96): one query in the last
+    # tile of every power-of-two tiling up to 32
+    tile = offset.spec.seq_q - 1
+    assert offset.spec.causal and offset.spec.seq_k == MAX_SEQ and tile & (tile - 1) == 0
+    assert tile <= MAX_SEQ // 2 < 2 * tile
     zero = find(attention_cases(dtypes=("float16",), max_seq=MAX_SEQ, probe="zero-scale"), lambda c: True, **first)
     assert zero.spec.scale == 0.0 and zero.spec.seq_k >= A.ZERO_SCALE_MIN_KEYS  # one key: every scale agrees
     # past two blocks of 128 keys, V zero over the first 60%: a whole V block of up to 128 keys
@@ -295,16 +309,19 @@ def test_which_probes_the_arguments_allow_and_clear_errors_otherwise() -> None:
     # the summation-bias check needs rows of 2048 entries: a target limited below has no mixed row
     assert "mixed-row" not in softmax_probes(caps=Capabilities(max_length=S.MIXED_MIN_LENGTH - 1))
     assert "mixed-row" in softmax_probes(caps=Capabilities(max_length=S.MIXED_MIN_LENGTH))
-    assert attention_probes(probes=False, index_widths=False) == ("zero-scale", "negative-scale", "near-ties",
+    assert attention_probes(probes=False, index_widths=False) == ("zero-scale", "single-key", "negative-scale", "near-ties",
                                                                   "broadcast-mask", "causal-offset",
-                                                                  "score-floor", "masked-lead", "masked-tail")  # not sizes
+                                                                  "wide-head", "score-floor", "masked-lead",
+                                                                  "masked-tail")  # not sizes
     assert "masked-lead" not in attention_probes(caps=Capabilities(bool_mask=False))
+    assert "single-key" not in attention_probes(caps=Capabilities(special_values=False))
+    assert "wide-head" not in attention_probes(caps=Capabilities(head_dim_max=128))
     assert "broadcast-mask" not in attention_probes(caps=Capabilities(bool_mask=False))
     assert "masked-tail" in attention_probes(caps=Capabilities(bool_mask=False))  # by the causal flag
     assert "masked-tail" not in attention_probes(caps=Capabilities(bool_mask=False, causal_square_only=True))
     assert "masked-tail" not in attention_probes(caps=Capabilities(neg_inf=False))
-    assert attention_probes(max_seq=8) == ("zero-scale", "negative-scale", "near-ties", "broadcast-mask", "causal-offset",
-                                           "score-floor", "many-heads",
+    assert attention_probes(max_seq=8) == ("zero-scale", "single-key", "negative-scale", "near-ties", "broadcast-mask",
+                                           "causal-offset", "wide-head", "score-floor", "many-heads",
                                            "mid-keys", "mid-queries", "masked-lead", "masked-tail",
                                            "index-width")  # absorption: 17 keys
     assert "causal-offset" not in attention_probes(caps=Capabilities(causal_square_only=True))
@@ -420,8 +437,8 @@ def test_an_attention_campaign_cell_tries_the_probes_in_its_first_chunk_too(monk
     with search.observing_cases(before=seen.append):
         run_cell(target, "float32", base, budget_s=600.0, seed=1, max_examples=40, observe=False)
     args = search._strategy_args(target, "float32", base)
-    for probe in ("zero-scale", "negative-scale", "near-ties", "broadcast-mask", "causal-offset", "score-floor",
-                  "masked-tail"):
+    for probe in ("zero-scale", "single-key", "negative-scale", "near-ties", "broadcast-mask", "causal-offset",
+                  "wide-head", "score-floor", "masked-tail"):
         simplest = find(attention_cases(**args, probe=probe), lambda c: True, settings=first)
         assert sum(c.spec == simplest.spec for c in seen) == 1, probe
 
