@@ -23,7 +23,7 @@ from verify.capabilities import Capabilities
 def _softmax_in_place(x: torch.Tensor) -> torch.Tensor:
     """Right values; works in place on ``x.float()``, which is ``x`` itself for float32 input."""
     w = x.float()
-    w.sub_(w.amax(-1, keepdim=True).nan_to_num(neginf=0.0)).exp_()
+    w.sub_(w.amax(-1, keepdim=True).nan_to_num(neginf=0.0, posinf=math.inf)).exp_()  # a +inf row: all NaN
     return (w / w.sum(-1, keepdim=True)).to(x.dtype)
 
 

@@ -82,10 +82,12 @@ def test_many_heads_pairs_follow_the_measured_speed_within_the_floor_and_the_cap
 @pytest.mark.parametrize(("seconds", "pairs"), [(1e6, search.strategies.attention.MANY_HEADS_MAX_PAIRS), (1e-9, 64)])
 def test_the_probe_round_sizes_the_many_heads_probe_by_the_targets_speed(monkeypatch, seconds: float,
                                                                          pairs: int) -> None:
-    # A fast target gets MANY_HEADS_MAX_PAIRS on the CPU profile, a slow one the profile's 64:
+    # A fast target gets up to MANY_HEADS_MAX_PAIRS on the CPU profile, a slow one the profile's 64:
     # the allowance stands in for the speed.
     monkeypatch.setattr(search, "MANY_HEADS_SECONDS", seconds)
-    opts = search.CheckOptions(max_examples=30, seed=3, shrink=False, compare_naive=False)
+    opts = search.CheckOptions(max_examples=40, seed=3, shrink=False, compare_naive=False)  # a probe round
     assert search.PROFILES["cpu"].attention_many_heads_pairs == 64
     cases = _cases("ref-blocked-attention", "float16", opts)
-    assert max(case.spec.batch * case.spec.heads_q for case in cases) == pairs
+    # up to the allowance: the probe's simplest case has 3/4 of it or more (a group of query heads
+    # that is no power of two, strategies.attention._past_powers_of_two)
+    assert 3 * pairs // 4 <= max(case.spec.batch * case.spec.heads_q for case in cases) <= pairs
