@@ -656,6 +656,23 @@ def test_masks_shapes() -> None:
     assert "mask:left-padding" in left.kind_features()
     with pytest.raises(ValueError, match="side must be one of"):
         MaskSpec("key-padding", pads=(1,), side="left")
+
+
+def test_key_padding_sorted_longest_first_leaves_the_first_group_unpadded() -> None:
+    """PAD_ORDERS: in a batch sorted longest first, the first row (or batch entry) hides nothing
+    and the next one hides some keys, whatever pads were drawn."""
+    from strategies.masks import _interpret
+
+    rng = np.random.default_rng(0)
+    for pad_b in (0, 3, 7):
+        spec = _interpret(4, 7, "key-padding", 0.5, 1, 16, 1, "top-left", 0, 5, pad_b, "end", 0, "longest-first")
+        keep = spec.keep(4, 7, rng, per_row=True)
+        assert keep[0].all() and not keep[1].all() and spec.pads[0] == 0
+    drawn = _interpret(4, 7, "key-padding", 0.5, 1, 16, 1, "top-left", 0, 5, 3, "end", 0, "as-drawn")
+    assert drawn.pads == (5, 3)
+    seen = find(mask_specs(4, 7, kinds=("key-padding",)), lambda m: m.pads[0] == 0 and len(m.pads) == 2,
+                settings=settings(max_examples=200, database=None, derandomize=True))
+    assert not seen.keep(4, 7, rng, per_row=True)[1].all()
     spec = SoftmaxSpec(dtype="float32", rows=3, length=8, mask=MaskSpec("fully-masked-row", rows=(4,)))
     t = spec.build()
     assert (t[1] == -math.inf).all() and torch.isfinite(t[0]).all()
