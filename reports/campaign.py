@@ -200,6 +200,7 @@ def merge_cells(a: CellResult, b: CellResult) -> CellResult:
     a.grid_probe = a.grid_probe or b.grid_probe  # only a cell's first chunk runs the probes
     a.wide_probe = a.wide_probe or b.wide_probe
     a.tiles_probe = a.tiles_probe or b.tiles_probe
+    a.probe_round = a.probe_round or b.probe_round
     if b.status != "passed":
         a.status, a.reason, a.violation = b.status, b.reason, b.violation
         a.counterexample, a.artifact = b.counterexample, b.artifact

@@ -48,7 +48,7 @@ def cell_to_dict(cell) -> dict[str, Any]:
         "violation": v.to_dict() if v else None, "counterexample": cell.counterexample,
         "artifact": cell.artifact, "worst_case": cell.worst_case, "worst_case_artifact": cell.worst_artifact,
         "cut_by_budget": cell.cut_by_budget, "grid_probe": cell.grid_probe, "tiles_probe": cell.tiles_probe,
-        "wide_probe": cell.wide_probe,
+        "wide_probe": cell.wide_probe, "probe_round": cell.probe_round,
         "lse": ({"rows": cell.lse_rows, "max_error": cell.lse_max_error, "max_error_over_tolerance": cell.lse_max_ratio}
                 if cell.lse_rows else None),
     }

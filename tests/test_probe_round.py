@@ -392,6 +392,14 @@ def test_a_short_search_has_no_probe_round() -> None:
     assert search.probe_round(get_target("ref-online-softmax"), "float16",
                               search.CheckOptions(max_examples=100, probe_examples=0)) == ()
     assert len(_examples("ref-online-softmax", "float16", 6)) == 6
+    # and the cell says so, with the examples that would run it
+    short = search.check_cell(get_target("ref-online-softmax"), "float16",
+                              search.CheckOptions(max_examples=6, seed=1, shrink=False, compare_naive=False))
+    need = 2 * search.probe_round_examples(get_target("ref-online-softmax"), "float16", search.CheckOptions())
+    assert short.probe_round.startswith("probe round not run") and f"max_examples >= {need} (got 6)" in short.probe_round
+    full = search.check_cell(get_target("ref-online-softmax"), "float16",
+                             search.CheckOptions(max_examples=need, seed=1, shrink=False, compare_naive=False))
+    assert full.probe_round.startswith(f"probe round: {need // 2} probe(s)")
 
 
 def _every_probe_no_climb(monkeypatch) -> search.CheckOptions:

@@ -144,6 +144,8 @@ def cmd_check(args) -> int:
     failed = hung = False
     for cell in cells:
         print(cell_line(cell))
+        if cell.probe_round.startswith("probe round not run"):
+            print(f"  note: {cell.probe_round}")
         if cell.status == "violated":
             failed = True
             v = cell.violation

@@ -319,6 +319,7 @@ class CellResult:
     grid_probe: str = ""  # what the grid probe (grid-rows, grid-heads) tried, or why not (search.GRID_SHARE)
     wide_probe: str = ""  # what the wide-offsets probe tried, or why not (search.wide_offsets_allowed)
     tiles_probe: str = ""  # the many-tiles probe's rungs tried (attention), or why none (search.TILES_SECONDS)
+    probe_round: str = ""  # the probes the round tried, or why it did not run (search.probe_round_note)
     samples: list = field(default_factory=list)  # sampled errors, for distributions
     tolerance_samples: list = field(default_factory=list)
 
@@ -659,6 +660,22 @@ def run_seeds(seed: int | None, dtype: str) -> tuple[int | None, int | None, int
     if seed is None:
         return None, None, None
     return tuple(zlib.crc32(f"{seed}|{dtype}|{part}".encode()) for part in ("first", "rest", "climb"))
+
+
+def probe_round_note(target: Target, dtype: str, opts: CheckOptions) -> str:
+    """What a cell's probe round does: its probes, or why it runs none.  A search of fewer than
+    twice the round's examples skips it whole: the GPU tier's attention cells, at 25 examples,
+    ran none from 3f0d281 to 55e30e6 (13 to 16 probes) and nothing said so."""
+    probes = _drawable_probes(target, dtype, opts)
+    if opts.probe_examples < 1:
+        return "probe round off (probe_examples < 1)"
+    if not probes:
+        return "probe round: no probe drawable for this target and dtype"
+    if probe_round(target, dtype, opts):
+        return f"probe round: {len(probes)} probe(s), {opts.probe_examples} example(s) each"
+    need = 2 * len(probes) * opts.probe_examples
+    return (f"probe round not run: its {len(probes)} probe(s) need max_examples >= {need} "
+            f"(got {opts.max_examples}); pass more examples to force every probe")
 
 
 def _drawable_probes(target: Target, dtype: str, opts: CheckOptions) -> tuple[str, ...]:
@@ -1069,6 +1086,7 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
     climbing = int(opts.max_examples * TARGET_SHARE)
     plain_end = None if opts.budget_s is None else start + opts.budget_s * (1 - TARGET_SHARE)
     probes = probe_round(target, fmt.name, opts)
+    cell.probe_round = probe_round_note(target, fmt.name, opts)
     try:
         if not probes:
             search(None, opts.max_examples - climbing, first_seed, plain_end)
