@@ -103,7 +103,10 @@ MASK_SHAPES = ("qk", "11qk", "b1qk", "1hqk", "bhqk", "1qk", "hqk")
 MASK_SHAPES_BY_RANK = (("qk",), ("1qk", "hqk"), ("11qk", "b1qk", "1hqk", "bhqk"))
 #: How the mask tensor is laid out in memory (its values are the same in every layout):
 #: ``contiguous``; ``sliced``, a view into a larger buffer whose extra rows and columns
-#: hold a checkerboard (as a cached causal mask sliced to ``[:Nq, :Nk]``); ``transposed``,
+#: hold a checkerboard, starting one row and one column in (as a cached mask sliced to the live
+#: window, ``[1:Nq+1, 1:Nk+1]``: the view has a storage offset, which a kernel that reads the mask
+#: from its storage's start misses; a blind mutant that did lived through seeds 1-3 of 4 s a dtype
+#: when the view started at the buffer's start, eleventh red team, 2026-12-06); ``transposed``,
 #: column-major; ``expanded``, broadcast to (B, Hq, Nq, Nk) with zero strides.
 MASK_LAYOUTS = ("contiguous", "sliced", "transposed", "expanded")
 #: Masks over the keys alone also come with a singleton query axis: (B, 1, 1, Nk), and per head
@@ -264,8 +267,9 @@ FAR_TAIL_MIN_OUTPUT = 64.0
 #: only): see SCORE_HEADROOM; ``negative-scale`` (forced only): see NEGATIVE_SCALE; ``near-ties``
 #: (forced only): see NEAR_TIES_KEYS; ``broadcast-mask`` (forced only): see BROADCAST_MASK_SEQ;
 #: ``single-key`` (forced only): see SINGLE_KEY_QUERIES; ``wide-head`` (forced only): see
-#: WIDE_HEAD_PROBE_KEYS.
-ATTENTION_PROBES = ("zero-scale", "single-key", "negative-scale", "near-ties", "broadcast-mask", "causal-offset", "wide-head",
+#: WIDE_HEAD_PROBE_KEYS; ``coincident-mask`` (forced only): see COINCIDENT_MASK_KEYS.
+ATTENTION_PROBES = ("zero-scale", "single-key", "negative-scale", "near-ties", "broadcast-mask", "coincident-mask",
+                    "causal-offset", "wide-head",
                     "score-floor", "absorption", "far-tail", "many-heads", "mid-keys",
                     "mid-queries", "masked-lead", "masked-tail", "index-width", "grid-heads", "many-tiles",
                     "wide-offsets")  # cheapest first
@@ -331,6 +335,14 @@ SINGLE_KEY_V = 2.0**17
 #: cell of 4 s a dtype, and three such blind mutants each lived through one to two seeds of three
 #: (tenth red team, 2026-12-06).
 WIDE_HEAD_PROBE_KEYS = 96
+#: The coincident-mask probe (forced only, where the target takes a boolean mask and two batch
+#: entries): a 2-d random mask (density 1/2, its rows differ) on as many queries as batch entries
+#: (B = Nq = min(max_batch, 3)), at least COINCIDENT_MASK_KEYS keys, no causal flag.  A 2-d mask
+#: (Nq, Nk) applies to every batch entry; a kernel (or a wrapper) that takes a 2-d mask whose first
+#: dim equals the batch for a (B, Nk) padding mask reads it that way only here.  Drawn at random,
+#: Nq = B >= 2 with a 2-d mask came once in 9 cells of 4 s a dtype, causal that time (which hid the
+#: misread), and such a blind mutant lived through seeds 1-3 (eleventh red team, 2026-12-06).
+COINCIDENT_MASK_KEYS = 16
 WIDE_HEAD_SCALE_FACTOR = 0.75
 #: The score-floor probe (forced only, within the size profile): every score of a row equal and
 #: about as low as the contract lets a finite score go (qk_limit: 1 / SCORE_HEADROOM of the
@@ -726,8 +738,9 @@ class AttentionSpec:
         return AttentionInputs(q=q, k=k, v=v, scale=self.effective_scale, causal=self.causal, mask=mask)
 
 
-#: Extra rows and columns around a ``sliced`` mask.
+#: Extra rows and columns around a ``sliced`` mask, and how many of them come before it.
 _MASK_SLACK = (1, 3)
+_MASK_LEAD = (1, 1)
 
 
 def _lay_out_mask(keep: np.ndarray, layout: str, batch_heads: tuple[int, int], device: str) -> torch.Tensor:
@@ -740,8 +753,9 @@ def _lay_out_mask(keep: np.ndarray, layout: str, batch_heads: tuple[int, int], d
         # stride sees other values than the true rows hold, whatever those are.
         board = (np.add.outer(np.arange(rows), np.arange(cols)) % 2).astype(bool)
         buffer = np.broadcast_to(board, (*keep.shape[:-2], rows, cols)).copy()
-        buffer[..., : keep.shape[-2], : keep.shape[-1]] = keep
-        return torch.from_numpy(buffer).to(device)[..., : keep.shape[-2], : keep.shape[-1]]
+        r0, c0 = _MASK_LEAD
+        buffer[..., r0 : r0 + keep.shape[-2], c0 : c0 + keep.shape[-1]] = keep
+        return torch.from_numpy(buffer).to(device)[..., r0 : r0 + keep.shape[-2], c0 : c0 + keep.shape[-1]]
     mask = torch.from_numpy(np.ascontiguousarray(keep)).to(device)
     if layout == "expanded":
         return mask.expand(*batch_heads, *keep.shape[-2:])
@@ -990,6 +1004,8 @@ class _AttentionConfig:
                                    "head dims, lengths and pair limit allow no block that repeats past 2**31")
         if not self.special_values:
             out["single-key"] = "special_values=False (caps take no NaN)"
+        if not self.bool_mask or self.max_batch < 2 or self.max_seq < 2:
+            out["coincident-mask"] = "caps take no boolean mask (or masks=False), or max_batch or max_seq below 2"
         if wide_probe_head_dim(self.head_dims) is None:
             out["wide-head"] = "no head dim in (128, 256] within head_dims and caps"
         if not self.bool_mask or self.max_seq < 2:
@@ -1864,6 +1880,9 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         seq_k, seq_q = max(seq_k, min(c.max_seq, NEGATIVE_SCALE_KEYS)), max(seq_q, min(c.max_seq, 4))
     if c.probe == "broadcast-mask":
         seq_q = seq_k = max(min(seq_q, seq_k), min(c.max_seq, BROADCAST_MASK_SEQ))
+    if c.probe == "coincident-mask":
+        batch = seq_q = min(c.max_batch, 3, c.max_seq)
+        seq_k = max(seq_k, min(c.max_seq, COINCIDENT_MASK_KEYS))
     if c.probe == "single-key":
         seq_k, seq_q = 1, max(seq_q, min(c.max_seq, SINGLE_KEY_QUERIES))
         batch, heads_kv, group = 1, min(2, c.max_heads), 1
@@ -1951,6 +1970,8 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         if c.probe == "broadcast-mask":
             shapes = KEY_BROADCAST_SHAPES if c.mask_key_broadcast else QUERY_BROADCAST_SHAPES
             mask, mask_shape, causal = MaskSpec("random", density=0.5), draw(st.sampled_from(shapes)), False
+        if c.probe == "coincident-mask":
+            mask, mask_shape, causal = MaskSpec("random", density=0.5), "qk", False
         mask_layout = draw(st.sampled_from(c.mask_layouts))
         if causal and not c.causal_with_mask:
             mask, mask_shape = None, "qk"

@@ -77,6 +77,8 @@ def _attention_probe_holds(probe: str, case) -> bool:
         "single-key": (s.seq_k == 1 and s.seq_q >= 2 and s.mask is None and not s.causal
                        and [(x.kind, x.tensor) for x in s.specials][:1] == [("nan", "q")]
                        and s.v.kind == "uniform" and s.v.offset == 2 * s.v.scale > 0),
+        "coincident-mask": (s.mask is not None and s.mask.kind == "random" and s.mask.density == 0.5 and not s.causal
+                            and s.mask_shape == "qk" and s.batch == s.seq_q >= 2 and s.seq_k >= min(MAX_SEQ, 16)),
         "wide-head": (128 < s.head_dim <= 256 and s.causal and s.scale == A.WIDE_HEAD_SCALE_FACTOR / math.sqrt(s.head_dim)
                       and s.seq_k == min(MAX_SEQ, A.WIDE_HEAD_PROBE_KEYS) and not s.specials),
         "negative-scale": (s.scale == A.NEGATIVE_SCALE and s.q.kind == s.k.kind == "normal" and s.q.scale == s.k.scale > 0
@@ -310,18 +312,19 @@ def test_which_probes_the_arguments_allow_and_clear_errors_otherwise() -> None:
     assert "mixed-row" not in softmax_probes(caps=Capabilities(max_length=S.MIXED_MIN_LENGTH - 1))
     assert "mixed-row" in softmax_probes(caps=Capabilities(max_length=S.MIXED_MIN_LENGTH))
     assert attention_probes(probes=False, index_widths=False) == ("zero-scale", "single-key", "negative-scale", "near-ties",
-                                                                  "broadcast-mask", "causal-offset",
-                                                                  "wide-head", "score-floor", "masked-lead",
-                                                                  "masked-tail")  # not sizes
+                                                                  "broadcast-mask", "coincident-mask",
+                                                                  "causal-offset", "wide-head", "score-floor",
+                                                                  "masked-lead", "masked-tail")  # not sizes
     assert "masked-lead" not in attention_probes(caps=Capabilities(bool_mask=False))
     assert "single-key" not in attention_probes(caps=Capabilities(special_values=False))
     assert "wide-head" not in attention_probes(caps=Capabilities(head_dim_max=128))
+    assert "coincident-mask" not in attention_probes(caps=Capabilities(bool_mask=False))
     assert "broadcast-mask" not in attention_probes(caps=Capabilities(bool_mask=False))
     assert "masked-tail" in attention_probes(caps=Capabilities(bool_mask=False))  # by the causal flag
     assert "masked-tail" not in attention_probes(caps=Capabilities(bool_mask=False, causal_square_only=True))
     assert "masked-tail" not in attention_probes(caps=Capabilities(neg_inf=False))
     assert attention_probes(max_seq=8) == ("zero-scale", "single-key", "negative-scale", "near-ties", "broadcast-mask",
-                                           "causal-offset", "wide-head", "score-floor", "many-heads",
+                                           "coincident-mask", "causal-offset", "wide-head", "score-floor", "many-heads",
                                            "mid-keys", "mid-queries", "masked-lead", "masked-tail",
                                            "index-width")  # absorption: 17 keys
     assert "causal-offset" not in attention_probes(caps=Capabilities(causal_square_only=True))
@@ -445,8 +448,8 @@ def test_an_attention_campaign_cell_tries_the_probes_in_its_first_chunk_too(monk
     with search.observing_cases(before=seen.append):
         run_cell(target, "float32", base, budget_s=600.0, seed=1, max_examples=40, observe=False)
     args = search._strategy_args(target, "float32", base)
-    for probe in ("zero-scale", "single-key", "negative-scale", "near-ties", "broadcast-mask", "causal-offset",
-                  "wide-head", "score-floor", "masked-tail"):
+    for probe in ("zero-scale", "single-key", "negative-scale", "near-ties", "broadcast-mask", "coincident-mask",
+                  "causal-offset", "wide-head", "score-floor", "masked-tail"):
         simplest = find(attention_cases(**args, probe=probe), lambda c: True, settings=first)
         assert sum(c.spec == simplest.spec for c in seen) == 1, probe
 

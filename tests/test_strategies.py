@@ -1066,8 +1066,11 @@ def test_attention_mask_layouts_hold_the_same_mask(case: AttentionCase) -> None:
     elif s.mask_layout == "transposed" and plain.shape[-2] > 1 and plain.shape[-1] > 1:
         # (a size-1 axis's stride means nothing: numpy and torch may give it any value)
         assert mask.stride(-1) != 1
-    elif s.mask_layout == "sliced" and plain.shape[-2] > 1:
-        assert mask.stride(-2) == plain.shape[-1] + 3  # (torch calls a 1 x 1 view contiguous all the same)
+    elif s.mask_layout == "sliced":
+        # one row and one column into the buffer: a storage offset (a kernel must read from it)
+        assert mask.storage_offset() == plain.shape[-1] + 3 + 1
+        if plain.shape[-2] > 1:
+            assert mask.stride(-2) == plain.shape[-1] + 3  # (torch calls a 1 x 1 view contiguous all the same)
 
 
 def test_attention_reaches_scale_zero_mask_layouts_and_head_dims_past_256() -> None:
