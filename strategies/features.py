@@ -165,6 +165,10 @@ ATTENTION_LAYOUTS = ("contiguous", "bnhd", "head-dim-padded", "strided-seq", "di
                      "batch-broadcast", "head-broadcast", "misaligned")
 #: Attention layouts with a zero stride (``Capabilities.zero_strides``).
 ATTENTION_BROADCAST_LAYOUTS = ("batch-broadcast", "head-broadcast")
+#: Layouts K and V take together, views of one buffer: ``kv-packed``, (B, Nk, 2, Hkv, D), K at
+#: [:, :, 0] and V at [:, :, 1], as a fused KV projection's output (FlashAttention's kvpacked
+#: functions take it so).
+ATTENTION_KV_LAYOUTS = ("kv-packed",)
 
 #: Features a softmax case can carry.
 SOFTMAX_FEATURES: tuple[str, ...] = (
@@ -202,7 +206,7 @@ ATTENTION_FEATURES: tuple[str, ...] = (
     + ("qk:one-hot", "qk:flat")
     + _SPECIAL
     + ("layout:noncontiguous", "layout:misaligned")
-    + tuple(f"layout:{name}" for name in ATTENTION_LAYOUTS[1:-1])
+    + tuple(f"layout:{name}" for name in ATTENTION_LAYOUTS[1:-1] + ATTENTION_KV_LAYOUTS)
 )
 
 #: Every feature name any case can carry, in a stable order.

@@ -111,6 +111,9 @@ def plan(layout: str, shape: tuple[int, ...]) -> Plan:
     if layout == "strided-seq":
         bsz, heads, seq, dim = shape
         return (bsz, heads, 2 * seq, dim), lambda b: b[:, :, ::2, :]
+    if layout == "kv-packed":  # K's view; V is the same one H x D elements further in (pack_kv)
+        bsz, heads, seq, dim = shape
+        return (bsz, seq, 2, heads, dim), lambda b: b[:, :, 0].permute(0, 2, 1, 3)
     raise ValueError(f"unknown layout {layout!r}; use one of {SOFTMAX_LAYOUTS + ATTENTION_LAYOUTS}")
 
 
@@ -128,6 +131,16 @@ def materialize(x: torch.Tensor, layout: str, device: str = "cpu") -> torch.Tens
     base = torch.full(base_shape, float("nan"), dtype=torch.float64)
     view(base).copy_(x.to(torch.float64))
     return view(base.to(x.dtype).to(device))
+
+
+def pack_kv(k: torch.Tensor, v: torch.Tensor, device: str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
+    """``k`` and ``v`` (CPU, (B, H, N, D) each, one dtype) as the two halves of one (B, N, 2, H, D)
+    buffer on ``device`` (``kv-packed``): views that share a storage, V's H x D elements in."""
+    if k.shape != v.shape or k.dtype != v.dtype:
+        raise ValueError(f"kv-packed needs K and V of one shape and dtype, got {tuple(k.shape)} {k.dtype} "
+                         f"and {tuple(v.shape)} {v.dtype}")
+    base = torch.stack((k.transpose(1, 2), v.transpose(1, 2)), dim=2).contiguous().to(device)
+    return base[:, :, 0].permute(0, 2, 1, 3), base[:, :, 1].permute(0, 2, 1, 3)
 
 
 def is_aligned(layout: str, shape: tuple[int, ...], itemsize: int, alignment: int) -> bool:

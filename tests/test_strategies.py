@@ -1048,6 +1048,24 @@ def test_attention_probes_reach_many_keys_and_many_heads_within_the_caps() -> No
     within()
 
 
+def test_kv_packed_k_and_v_share_one_buffer_and_hold_the_same_values() -> None:
+    """``kv-packed``: K and V are views of one (B, Nk, 2, Hkv, D) buffer, V Hkv x D elements in,
+    with the values they hold in any other layout; never Q's, never K's without V's."""
+    plain = AttentionSpec(dtype="float16", batch=2, heads_q=4, heads_kv=2, seq_q=3, seq_k=5, head_dim=8)
+    packed = dataclasses.replace(plain, layouts=("contiguous", "kv-packed", "kv-packed"))
+    a, b = plain.build(), packed.build()
+    assert torch.equal(a.k, b.k) and torch.equal(a.v, b.v) and torch.equal(a.q, b.q)
+    assert b.k.untyped_storage().data_ptr() == b.v.untyped_storage().data_ptr()
+    assert b.v.storage_offset() - b.k.storage_offset() == 2 * 8 and b.k.stride() == (5 * 2 * 2 * 8, 8, 2 * 2 * 8, 1)
+    assert "layout:kv-packed" in AttentionCase(packed).features
+    for bad in (("kv-packed", "kv-packed", "kv-packed"), ("contiguous", "kv-packed", "contiguous")):
+        with pytest.raises(ValueError, match="K's and V's together"):
+            dataclasses.replace(plain, layouts=bad)
+    found = find(attention_cases(dtypes=("float32",), max_seq=8), lambda c: c.spec.layouts[1] == "kv-packed",
+                 settings=settings(max_examples=2000, database=None, derandomize=True))
+    assert found.spec.layouts[2] == "kv-packed"
+
+
 @checks(60)
 @given(attention_cases(dtypes=("float16", "float32"), max_seq=12, probes=False, index_widths=False))
 def test_attention_mask_layouts_hold_the_same_mask(case: AttentionCase) -> None:
