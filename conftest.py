@@ -73,6 +73,33 @@ settings.register_profile("replay", parent=settings.get_profile("nightly"), phas
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 
+def _import_every_module_of_the_suite() -> None:
+    """Import every module of the suite's packages now, before any test draws.
+
+    Hypothesis (6.13x and later) mixes the constants of every local module in sys.modules into
+    what it generates, and adds a module's when it is first imported.  So a test's draws followed
+    the modules earlier tests happened to import: under xdist's worksteal two statistical tests of
+    the strategies drew 0 of what they count in one worker and passed alone (CI at 7326d66,
+    2026-12-06).  With every module imported first, each worker draws from the same pool whatever
+    ran before.  A module whose optional dependency is missing is left out, the same way in every
+    worker of a run."""
+    import importlib
+    import pkgutil
+
+    root = os.path.dirname(os.path.abspath(__file__))
+    for package in ("strategies", "verify", "kernels", "reports"):
+        for info in pkgutil.walk_packages([os.path.join(root, package)], prefix=f"{package}."):
+            if info.name.endswith("__main__"):
+                continue
+            try:
+                importlib.import_module(info.name)
+            except ImportError:
+                pass
+
+
+_import_every_module_of_the_suite()
+
+
 def _cuda_available() -> bool:
     try:
         import torch

@@ -601,14 +601,15 @@ def test_attention_cases_hold_masks_a_test_of_their_first_row_and_diagonal_takes
         if broadcast_axis_confusable(case):
             confusable.append(case.spec.mask_shape)
 
-    for s in (1, 2):
+    # Six seeds: one seed's count swings from 0 to 6 with any change to the draws, and with the
+    # modules loaded (Hypothesis mixes every loaded local module's constants into its draws;
+    # conftest loads them all first).  8 over these seeds at 7326d66 (0, 0, 2, 0, 6, 0), 2026-12-06.
+    for s in range(1, 7):
         hypothesis.seed(s)(draw)()
-    # 7 (7 and 0) at these seeds since a1a05f4 (a K kind more shifts every draw after it); 13
-    # (6 and 7) before it; without SELF_ATTENTION_ODDS 0, 2026-12-06
-    assert len(found) >= 6 and all(m.kind in ("causal", "sliding-window") and m.offset == 0 for m in found), found
+    assert len(found) >= 4 and all(m.kind in ("causal", "sliding-window") and m.offset == 0 for m in found), found
     assert flipped
     # broadcast masks on square lengths that read differently along the other axis, over both
-    # axes (SQUARE_BROADCAST_ODDS): 6 at these seeds under the test profile (2026-12-06)
+    # axes (SQUARE_BROADCAST_ODDS): 142 at these seeds (2026-12-06)
     assert len(confusable) >= 4 and {shape[-1] for shape in confusable} == {"1", "k"}, confusable
     for case in flipped:
         (row, col), = case.spec.mask.flips
