@@ -328,13 +328,14 @@ SINGLE_KEY_V = 2.0**17
 #: dim that is not a power of two (192, else 160, else 256), causal where allowed (Nq one past the
 #: power of two at or below half of Nk, or Nq = Nk where the target takes causal only square),
 #: a random mask too where the target takes both, the scale WIDE_HEAD_SCALE_FACTOR / sqrt(D), Q, K
-#: and V normal, up to WIDE_HEAD_PROBE_KEYS keys.  Kernels take another path past a head dim of
-#: 128 (two output tiles of D, or one wider tile with fewer stages), and a path of its own can
+#: and V normal, up to WIDE_HEAD_PROBE_KEYS keys (few: an interpreted Triton kernel pays for D).
+#: Kernels take another path past a head dim of 128 (two output tiles of D, or one wider tile
+#: with fewer stages), and a path of its own can
 #: lose what the main one does: the causal flag on the second output tile, the strictness of the
 #: diagonal, the caller's scale.  Drawn at random, D > 128 with the causal flag came 0-1 times a
 #: cell of 4 s a dtype, and three such blind mutants each lived through one to two seeds of three
 #: (tenth red team, 2026-12-06).
-WIDE_HEAD_PROBE_KEYS = 96
+WIDE_HEAD_PROBE_KEYS = 48
 #: The coincident-mask probe (forced only, where the target takes a boolean mask and two batch
 #: entries): a 2-d random mask (density 1/2, its rows differ) on as many queries as batch entries
 #: (B = Nq = min(max_batch, 3)), at least COINCIDENT_MASK_KEYS keys, no causal flag.  A 2-d mask

@@ -383,7 +383,8 @@ def test_root_conftest_pins_an_xdist_worker_before_torch_is_imported() -> None:
     r = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     got = json.loads(r.stdout.splitlines()[-1])
-    assert got == {"at_import": {"torch": "5"}, "after": "5"}
+    # torch (and triton, which conftest's import of every suite module brings in) saw the pin
+    assert got["after"] == "5" and got["at_import"].get("torch") == "5" and set(got["at_import"].values()) == {"5"}
 
 
 def test_pytest_engine_hands_the_gpu_list_to_its_workers(tmp_path: Path, monkeypatch) -> None:
