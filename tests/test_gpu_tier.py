@@ -60,6 +60,15 @@ def _record(cells) -> None:
     _append_jsonl("gpu-cells.jsonl", [{k: v for k, v in cell_to_dict(c).items() if k != "features"} for c in cells])
 
 
+def _with_probe_round(target, opts: search.CheckOptions, at_least: int = 0) -> search.CheckOptions:
+    """``opts`` with ``at_least`` examples, or twice the probe round's and two more, the fewest
+    that have one (search.probe_round), which every dtype of ``target`` then runs."""
+    round_examples = max(search.probe_round_examples(target, d, opts) for d in target.caps.dtypes)
+    opts = dataclasses.replace(opts, max_examples=max(at_least, 2 * round_examples + 2))
+    assert all(search.probe_round(target, d, opts) for d in target.caps.dtypes)
+    return opts
+
+
 @pytest.mark.parametrize("name", STRICT_TARGETS)
 def test_gpu_target_has_no_violation(name: str) -> None:
     """Each cell searches EXAMPLES examples, or twice its probe round's and two more, the fewest that
@@ -69,9 +78,7 @@ def test_gpu_target_has_no_violation(name: str) -> None:
     target = get_target(name)
     opts = search.CheckOptions(device="cuda", seed=20261129, profile=search.PROFILES["gpu"], budget_s=CELL_BUDGET_S,
                                artifact_dir=os.environ.get("FLASHVERIFY_OUT", ".flashverify") + "/cex")
-    round_examples = max(search.probe_round_examples(target, d, opts) for d in target.caps.dtypes)
-    opts = dataclasses.replace(opts, max_examples=max(EXAMPLES, 2 * round_examples + 2))
-    assert all(search.probe_round(target, d, opts) for d in target.caps.dtypes)
+    opts = _with_probe_round(target, opts, EXAMPLES)
     cells = search.check_target(target, opts)
     _record(cells)
     for c in cells:
@@ -102,9 +109,7 @@ def test_gpu_softmax_is_right_past_2_31_elements(name: str) -> None:
     target = get_target(name)
     opts = search.CheckOptions(device="cuda", seed=20261202, profile=search.PROFILES["gpu"],
                                artifact_dir=os.environ.get("FLASHVERIFY_OUT", ".flashverify") + "/cex")
-    round_examples = max(search.probe_round_examples(target, d, opts) for d in target.caps.dtypes)
-    opts = dataclasses.replace(opts, max_examples=2 * round_examples + 2)
-    assert all(search.probe_round(target, d, opts) for d in target.caps.dtypes)
+    opts = _with_probe_round(target, opts)
     cells = search.check_target(target, opts)
     _record(cells)
     for c in cells:

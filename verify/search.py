@@ -639,7 +639,12 @@ def probe_round(target: Target, dtype: str, opts: CheckOptions) -> tuple[str, ..
     cover them all.
     """
     probes = _drawable_probes(target, dtype, opts)
-    return probes if len(probes) * opts.probe_examples <= opts.max_examples // 2 else ()
+    return probes if _round_fits(len(probes), opts) else ()
+
+
+def _round_fits(probes: int, opts: CheckOptions) -> bool:
+    """Whether a round of ``probes`` probes fits in half of ``opts.max_examples``."""
+    return probes * opts.probe_examples <= opts.max_examples // 2
 
 
 def probe_round_examples(target: Target, dtype: str, opts: CheckOptions) -> int:
@@ -666,12 +671,12 @@ def probe_round_note(target: Target, dtype: str, opts: CheckOptions) -> str:
     """What a cell's probe round does: its probes, or why it runs none.  A search of fewer than
     twice the round's examples skips it whole: the GPU tier's attention cells, at 25 examples,
     ran none from 3f0d281 to 55e30e6 (13 to 16 probes) and nothing said so."""
-    probes = _drawable_probes(target, dtype, opts)
     if opts.probe_examples < 1:
         return "probe round off (probe_examples < 1)"
+    probes = _drawable_probes(target, dtype, opts)
     if not probes:
         return "probe round: no probe drawable for this target and dtype"
-    if probe_round(target, dtype, opts):
+    if _round_fits(len(probes), opts):
         return f"probe round: {len(probes)} probe(s), {opts.probe_examples} example(s) each"
     need = 2 * len(probes) * opts.probe_examples
     return (f"probe round not run: its {len(probes)} probe(s) need max_examples >= {need} "
