@@ -137,6 +137,13 @@ def sweep_variants(n: int, dtype_name: str):
                      for k, c, w in ((3, 4096, 4), (4, 4096, 4), (4, 4096, 8), (4, 8192, 8), (4, 8192, 4),
                                      (5, 2048, 4), (6, 2048, 4), (8, 2048, 4), (8, 2048, 2),
                                      (6, 2048, 2), (8, 1024, 2), (10, 1024, 2))]
+        # a bound, not a schedule (wrong outputs: TUNING's coop_exchange): the lag launches of
+        # 4096 and 8192 x 4 warps with no wait on the partners, to split the long rows' time
+        # between the exchange and the rest
+        variants += [(f"noexch_{tag}_pps{k}_c{c}_w4", kw, {"cooperative": True, "coop_lag": True, "coop_chunk": c,
+                                                          "coop_warps": 4, "coop_programs_per_sm": k,
+                                                          "coop_exchange": False, **extra})
+                     for tag, kw, extra in paths for k, c in ((3, 4096), (4, 8192))]
         # the narrow launch shapes without the lag
         tag, kw, shapes = (("fast_coop", {"precise": False}, ((5, 4), (6, 4), (8, 4))) if dtype_name == "fp32"
                            else ("coop16", {}, ((6, 4), (8, 2))))

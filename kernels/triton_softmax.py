@@ -370,7 +370,10 @@ SCHEDULES = ("rows", "pipelined", "online", "split", "cooperative", "spans")
 #: every row it can take, under the interpreter too; False: never); ``spans_block``,
 #: ``spans_warps``, ``spans_per_sm``, ``spans_groups``, ``spans_lag``: its launch's shape;
 #: ``spans_span``: elements a program streams of a row (default: the row over the programs of
-#: a group).
+#: a group).  ``coop_exchange``: a diagnostic for benchmarks only, never right: False makes every
+#: cooperative program normalize its chunk by its own statistics (it still publishes them and
+#: reads the slots once, but never waits on or merges its partners'), so the time of such a
+#: launch bounds what waiting for the exchange costs (None: the exchange, as always).
 TUNING: dict = {"rows_warps": None, "stream_warps": None, "stream_block": None,
                 "online_programs_per_sm": None, "rows_block_r": None,
                 "cooperative": None, "coop_chunk": None, "coop_warps": None, "coop_groups": None,
@@ -379,7 +382,7 @@ TUNING: dict = {"rows_warps": None, "stream_warps": None, "stream_block": None,
                 "pipelined": None, "pipe_warps": None, "pipe_stages": None, "pipe_per_sm": None,
                 "align_rows": None, "row_pieces": None, "pieces_warps": None,
                 "spans": None, "spans_block": None, "spans_warps": None, "spans_per_sm": None, "spans_span": None,
-                "spans_groups": None, "spans_lag": None}
+                "spans_groups": None, "spans_lag": None, "coop_exchange": None}
 
 
 def _tuned(key: str, default):
@@ -1729,7 +1732,8 @@ def cooperative_constexprs(plan: _Plan, precise: bool, write_y: bool, write_lse:
     """The compile-time arguments (and ``num_warps``) of ``_softmax_cooperative_kernel`` for
     ``plan``; ``precise`` as the launch passes it (float32 only)."""
     return dict(CHUNK=plan.block, BLOCK_S=max(32 * plan.num_warps, triton.next_power_of_2(plan.num_chunks)),
-                COOP=plan.num_chunks > 1, LAG=plan.lag, HOLD_X=plan.hold_x, EARLY_POLL=plan.early_poll,
+                COOP=plan.num_chunks > 1 and _tuned("coop_exchange", True),  # False: a benchmark's bound
+                LAG=plan.lag, HOLD_X=plan.hold_x, EARLY_POLL=plan.early_poll,
                 PRECISE=_precise_arg(plan, precise), WRITE_Y=write_y, WRITE_LSE=write_lse, num_warps=plan.num_warps,
                 COUNT_SPINS=_POLL_COUNTS is not None)  # a diagnostic: counting_cooperative_polls
 

@@ -839,6 +839,21 @@ def test_softmax_cooperative_lag_same_bits(dtype, precise, early, tuning, coop_g
     assert len(coop_grids) == 4
 
 
+@pytest.mark.parametrize("lag", [False, True])
+def test_softmax_cooperative_exchange_off_is_per_chunk(lag, tuning, coop_grids):
+    # TUNING's coop_exchange=False (a benchmark's bound on the exchange) normalizes each chunk
+    # by its own statistics: every 128-wide chunk of a row is the softmax of that chunk alone,
+    # so the rows are wrong (no launch may take it outside bench/softmax.py).
+    tuning.update(cooperative=True, coop_chunk=128, coop_lag=lag, coop_exchange=False)
+    x = torch.randn(5, 300) * 3
+    y = softmax(x)
+    chunks = [torch.softmax(x[:, i:i + 128], dim=-1) for i in range(0, 300, 128)]
+    torch.testing.assert_close(y, torch.cat(chunks, dim=-1), rtol=3e-6, atol=1e-30)  # torch: a few ulp
+    assert len(coop_grids) == 1
+    tuning.update(coop_exchange=None)
+    torch.testing.assert_close(softmax(x), torch.softmax(x, dim=-1), rtol=3e-6, atol=1e-30)
+
+
 def test_softmax_cooperative_poll_counts(tuning, coop_grids):
     # The diagnostic kernel (two atomics a row) computes the same bits; under the interpreter
     # the first programs of a group poll for partners that run later, so it counts polls, at
