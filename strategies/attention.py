@@ -267,12 +267,21 @@ FAR_TAIL_MIN_OUTPUT = 64.0
 #: only): see SCORE_HEADROOM; ``negative-scale`` (forced only): see NEGATIVE_SCALE; ``near-ties``
 #: (forced only): see NEAR_TIES_KEYS; ``broadcast-mask`` (forced only): see BROADCAST_MASK_SEQ;
 #: ``single-key`` (forced only): see SINGLE_KEY_QUERIES; ``wide-head`` (forced only): see
-#: WIDE_HEAD_PROBE_KEYS; ``coincident-mask`` (forced only): see COINCIDENT_MASK_KEYS.
-ATTENTION_PROBES = ("zero-scale", "single-key", "negative-scale", "near-ties", "broadcast-mask", "coincident-mask",
+#: WIDE_HEAD_PROBE_KEYS; ``coincident-mask`` (forced only): see COINCIDENT_MASK_KEYS;
+#: ``empty-batch`` (forced only): see EMPTY_BATCH.
+ATTENTION_PROBES = ("empty-batch", "zero-scale", "single-key", "negative-scale", "near-ties", "broadcast-mask", "coincident-mask",
                     "causal-offset", "wide-head",
                     "score-floor", "absorption", "far-tail", "many-heads", "mid-keys",
                     "mid-queries", "masked-lead", "masked-tail", "index-width", "grid-heads", "many-tiles",
                     "wide-offsets")  # cheapest first
+#: The empty-batch probe (forced only, where caps.empty_inputs): a case drawn as any other, then
+#: given batch EMPTY_BATCH and no special entries (there is nowhere to put them); the heads,
+#: lengths, head dim, mask, causal flag and layouts stay as drawn.  The output is empty, (0, Hq,
+#: Nq, D), and so is the LSE.  A batch gathered at run time can be empty: a launcher that sizes
+#: its grid by the batch (a grid of 0 programs is an error on a GPU), divides by it, or reads
+#: q[0] to learn a stride fails there, and drawn at random B is never 0 (a blind mutant that
+#: raised on B = 0 lived through every seed; eleventh red team, 2026-12-06).
+EMPTY_BATCH = 0
 #: The negative-scale probe (forced only): scale NEGATIVE_SCALE, Q and K normal with scores as
 #: wide as NEGATIVE_SCALE_PEAK allows within the tolerance's judgement (_tamed_scale's limit),
 #: at least NEGATIVE_SCALE_KEYS keys (within max_seq).  A negative scale is a valid one (SDPA
@@ -544,8 +553,9 @@ class AttentionSpec:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool):
                 raise spec_error("attention spec", f"{name} must be an int", value)
-            if value < (0 if name == "seed" else 1):
-                raise spec_error("attention spec", f"{name} must be positive", value)
+            least = 0 if name in ("seed", "batch") else 1  # batch 0: the empty-batch probe
+            if value < least:
+                raise spec_error("attention spec", f"{name} must be >= {least}", value)
         if self.v_max is not None:
             if isinstance(self.v_max, bool) or not isinstance(self.v_max, (int, float)) or not 0 < self.v_max < math.inf:
                 raise spec_error("attention spec", "v_max must be None or a positive finite number", self.v_max)
@@ -967,6 +977,7 @@ class _AttentionConfig:
     layout_alignment: int = 1
     unit_last_stride: bool = False
     zero_strides: bool = True  # the batch- and head-broadcast layouts (caps.zero_strides)
+    empty_inputs: bool = True  # the empty-batch probe (caps.empty_inputs)
     mask_layouts: tuple[str, ...] = MASK_LAYOUTS
     index_lengths: tuple[int, ...] = ()  # rare key lengths past max_seq (lengths.INDEX_WIDTH_LENGTHS)
     mid_keys_max: int = 0  # rare key lengths in (max_seq, mid_keys_max]; 0: none
@@ -1015,6 +1026,8 @@ class _AttentionConfig:
                                    "head dims, lengths and pair limit allow no block that repeats past 2**31")
         if not self.special_values:
             out["single-key"] = "special_values=False (caps take no NaN)"
+        if not self.empty_inputs:
+            out["empty-batch"] = "caps.empty_inputs=False (the target takes no empty batch)"
         if not self.bool_mask or self.max_batch < 2 or self.max_seq < 2:
             out["coincident-mask"] = "caps take no boolean mask (or masks=False), or max_batch or max_seq below 2"
         if wide_probe_head_dim(self.head_dims) is None:
@@ -1234,6 +1247,7 @@ def _attention_config(dtypes, caps, max_seq, max_batch, max_heads, head_dims, sp
         layout_alignment=caps.layout_alignment,
         unit_last_stride=caps.unit_last_stride,
         zero_strides=caps.zero_strides,
+        empty_inputs=caps.empty_inputs,
         index_lengths=index_width_lengths(lo, caps.max_length, hi) if index_widths else (),
         mid_keys_max=min(MID_KEYS_MAX, caps.max_length or MID_KEYS_MAX) if probes else 0,
         masked_keys_max=min(MASKED_KEYS_MAX, caps.max_length or MASKED_KEYS_MAX) if probes else 0,
@@ -2191,6 +2205,8 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         q, k = ValueRecipe("constant", offset=a), ValueRecipe("constant", offset=-a)
         value = _floor_to_format(min(max(v.scale, ABSORPTION_MIN_V_VALUE), v_limit(fmt, seq_k) / 8.0), fmt)
         v = ValueRecipe("uniform", scale=value / 2.0, offset=value)
+    if c.probe == "empty-batch":
+        batch, specials = EMPTY_BATCH, ()  # see EMPTY_BATCH: the rest as drawn
     tile = 1
     if c.probe == "wide-offsets":
         layouts = ("contiguous",) * 3  # the engine makes the repetitions, contiguous

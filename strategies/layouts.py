@@ -119,12 +119,20 @@ def plan(layout: str, shape: tuple[int, ...]) -> Plan:
 
 def materialize(x: torch.Tensor, layout: str, device: str = "cpu") -> torch.Tensor:
     """``x`` (on CPU, any dtype) in ``layout`` on ``device``, with NaN in the gaps."""
+    if x.numel() == 0:
+        # An empty array from numpy has every stride 0; torch allocates (3, 0, 8) with (8, 8, 1),
+        # and a kernel may check x.stride(-1) == 1: give it what a caller's torch.empty gives.
+        x = torch.empty(x.shape, dtype=x.dtype)
     if layout == "contiguous":
         return x.contiguous().to(device)
     if layout in BROADCAST_DIM:
         # Index 0 of the broadcast dim, once, expanded: no gaps to poison.  A copy of that
         # entry alone (a narrowed view would keep the dropped entries in its storage).
-        entry = x.narrow(BROADCAST_DIM[layout], 0, 1).clone(memory_format=torch.contiguous_format)
+        dim = BROADCAST_DIM[layout]
+        if x.shape[dim] == 0:  # an empty batch (the empty-batch probe): one stand-in entry, expanded to none
+            entry = x.new_zeros(x.shape[:dim] + (1,) + x.shape[dim + 1:])
+        else:
+            entry = x.narrow(dim, 0, 1).clone(memory_format=torch.contiguous_format)
         return entry.to(device).expand(x.shape)
     base_shape, view = plan(layout, tuple(x.shape))
     # Filled in float64 (exact for every supported dtype), then converted once.

@@ -156,8 +156,16 @@ ROW_COST = 32
 GRID_ROWS_MAX_LENGTH = 16
 #: The rare probes of ``softmax_cases``, by name: ``probe=`` draws only that one (and
 #: ``softmax_probes`` says which the arguments allow).
-SOFTMAX_PROBES = ("one-entry", "floor-row", "spread-ladder", "narrow-values", "four-d", "many-rows", "mixed-row", "long-row",
+SOFTMAX_PROBES = ("no-rows", "one-entry", "floor-row", "spread-ladder", "narrow-values", "four-d", "many-rows", "mixed-row", "long-row",
                   "plateau-row", "edge-spike", "masked-long", "index-width", "grid-rows", "wide-offsets")  # cheapest first
+#: The no-rows probe (forced only, where caps.empty_inputs): a case drawn as any other, then given
+#: no rows (``rows = 0``) and no special entries: shape (0, N), (B, 0, N) or (B, H, 0, N) as its
+#: batch and heads were drawn, the layout, length and mask as drawn.  The output is empty, of
+#: the input's shape, and so is the LSE.  A launcher that sizes its grid by the rows (0
+#: programs: an error on a GPU), divides by them, or reads x[0] fails there; drawn at random
+#: rows are never 0 (a blind mutant that raised on an empty input lived through every seed;
+#: eleventh red team, 2026-12-06).
+NO_ROWS = 0
 #: The one-entry probe (forced only, where rows of one entry are allowed): ONE_ENTRY_ROWS rows
 #: (at most max_rows) of one entry each, 2-D, one row of every kind: finite (its softmax is 1),
 #: -inf (a fully masked row: 0 or NaN), NaN and +inf (NaN), -0.0 (1), in ONE_ENTRY_KINDS order,
@@ -271,8 +279,8 @@ class SoftmaxSpec:
         for name in ("rows", "length", "batch", "seed", "heads", "tile"):
             if not isinstance(getattr(self, name), int) or isinstance(getattr(self, name), bool):
                 raise spec_error("softmax spec", f"{name} must be an int", getattr(self, name))
-        if self.rows < 1 or self.length < 1 or self.batch < 0 or self.heads < 0:
-            raise spec_error("softmax spec", "need rows >= 1, length >= 1, batch >= 0, heads >= 0", self.shape)
+        if self.rows < 0 or self.length < 1 or self.batch < 0 or self.heads < 0:
+            raise spec_error("softmax spec", "need rows >= 0, length >= 1, batch >= 0, heads >= 0", self.shape)
         if self.heads and not self.batch:
             raise spec_error("softmax spec", "heads >= 1 (a 4-D input) needs batch >= 1", self.shape)
         if self.tile < 1:
@@ -418,7 +426,7 @@ class SoftmaxSpec:
         """Float64 ``(slabs, rows, length)`` before rounding: values, mask and specials."""
         fmt = self.format
         if self.explicit is not None:
-            x = np.array(self.explicit, dtype=np.float64)[None]
+            x = np.array(self.explicit, dtype=np.float64).reshape(self.rows, self.length)[None]  # () has no length
         else:
             x = sample_groups(self.recipes, self.total_rows, (self.length,), fmt, fmt.max_finite,
                               lambda g: _rng.stream(self.seed, _rng.VALUES, g),
@@ -568,6 +576,7 @@ class _SoftmaxConfig:
     wide_range: tuple[int, int] | None = None  # block lengths of the wide-offsets probe
     wide_elements: int = WIDE_OFFSET_ELEMENTS  # and the elements its repetitions pass
     mixed_range: tuple[int, int] | None = None  # lengths of the mixed-row probe
+    empty_inputs: bool = True  # the no-rows probe (caps.empty_inputs)
 
     def unavailable_probes(self) -> dict[str, str]:
         """The probes these settings cannot draw, each with the reason."""
@@ -593,6 +602,8 @@ class _SoftmaxConfig:
         if self.wide_range is None:
             out["wide-offsets"] = (f"wide_offsets=False (the search turns it on where the device and the "
                                    f"target's speed allow), or caps.max_length below {WIDE_MIN_LENGTH}")
+        if not self.empty_inputs:
+            out["no-rows"] = "caps.empty_inputs=False (the target takes no input without rows)"
         if self.min_length > 1:
             out["one-entry"] = "caps.min_length above 1"
         if self.max_length < 2:
@@ -805,7 +816,7 @@ def _softmax_config(dtypes, caps, max_length, max_rows, special_values, masks, e
                             wide, four_d and probes, long_range, long_kinds, many, many_length,
                             many_entries, grid, probe, zero_strides=caps.zero_strides,
                             vector=caps.vector_input, wide_range=wide_range, wide_elements=wide_elements,
-                            mixed_range=mixed_range)
+                            mixed_range=mixed_range, empty_inputs=caps.empty_inputs)
     return config
 
 
@@ -1040,6 +1051,10 @@ def _softmax_cases(draw: st.DrawFn, c: _SoftmaxConfig) -> SoftmaxCase:
     # Many rows: each row shifted against its neighbours past exp's range (see ROW_SHIFT_STEPS).
     row_shift = row_shift_for(fmt) if many_case and explicit is None else 0.0
     narrow = NARROWER.get(fmt.name, "") if c.probe == "narrow-values" else ""
+    if c.probe == "no-rows":
+        # See NO_ROWS: the rest as drawn (explicit values, where drawn, become none).
+        rows, specials, vector = NO_ROWS, (), False
+        explicit = None if explicit is None else ()
     spec = SoftmaxSpec(
         dtype=fmt.name,
         rows=rows,

@@ -46,6 +46,7 @@ def _softmax_probe_holds(probe: str, case) -> bool:
     s = case.spec
     total_rows = max(s.batch, 1) * max(s.heads, 1) * s.rows
     return {
+        "no-rows": s.rows == 0 and not s.specials and case.build().numel() == 0,
         "index-width": s.length in INDEX_WIDTH_LENGTHS and total_rows == 1,
         "long-row": MAX_LENGTH < s.length <= 16385 and total_rows <= 2,
         "plateau-row": MAX_LENGTH < s.length <= 16385 and total_rows <= 2 and s.recipes[0].kind == "plateau",
@@ -73,6 +74,7 @@ def _softmax_probe_holds(probe: str, case) -> bool:
 def _attention_probe_holds(probe: str, case) -> bool:
     s = case.spec
     return {
+        "empty-batch": s.batch == 0 and not s.specials and case.build().q.shape[0] == 0,
         "zero-scale": s.scale == 0.0 and "scale:zero" in case.features,
         "single-key": (s.seq_k == 1 and s.seq_q >= 2 and s.mask is None and not s.causal
                        and [(x.kind, x.tensor) for x in s.specials][:1] == [("nan", "q")]
@@ -297,9 +299,9 @@ def test_which_probes_the_arguments_allow_and_clear_errors_otherwise() -> None:
         attention_cases(probe="many-tiles")
     assert softmax_probes(elementwise=True) == ()
     assert softmax_probes(caps=Capabilities(max_length=1000), max_length=300) == (
-        "one-entry", "floor-row", "spread-ladder", "narrow-values", "four-d", "many-rows", "long-row", "plateau-row",
+        "no-rows", "one-entry", "floor-row", "spread-ladder", "narrow-values", "four-d", "many-rows", "long-row", "plateau-row",
         "edge-spike", "masked-long")
-    assert softmax_probes(many_rows=False, four_d=False) == ("one-entry", "floor-row", "spread-ladder", "narrow-values",
+    assert softmax_probes(many_rows=False, four_d=False) == ("no-rows", "one-entry", "floor-row", "spread-ladder", "narrow-values",
                                                              "mixed-row", "long-row", "plateau-row", "edge-spike",
                                                              "masked-long", "index-width")
     assert "spread-ladder" not in softmax_probes(caps=Capabilities(max_length=1))
@@ -311,19 +313,21 @@ def test_which_probes_the_arguments_allow_and_clear_errors_otherwise() -> None:
     # the summation-bias check needs rows of 2048 entries: a target limited below has no mixed row
     assert "mixed-row" not in softmax_probes(caps=Capabilities(max_length=S.MIXED_MIN_LENGTH - 1))
     assert "mixed-row" in softmax_probes(caps=Capabilities(max_length=S.MIXED_MIN_LENGTH))
-    assert attention_probes(probes=False, index_widths=False) == ("zero-scale", "single-key", "negative-scale", "near-ties",
+    assert attention_probes(probes=False, index_widths=False) == ("empty-batch", "zero-scale", "single-key", "negative-scale", "near-ties",
                                                                   "broadcast-mask", "coincident-mask",
                                                                   "causal-offset", "wide-head", "score-floor",
                                                                   "masked-lead", "masked-tail")  # not sizes
     assert "masked-lead" not in attention_probes(caps=Capabilities(bool_mask=False))
     assert "single-key" not in attention_probes(caps=Capabilities(special_values=False))
+    assert "empty-batch" not in attention_probes(caps=Capabilities(empty_inputs=False))
+    assert "no-rows" not in softmax_probes(caps=Capabilities(empty_inputs=False))
     assert "wide-head" not in attention_probes(caps=Capabilities(head_dim_max=128))
     assert "coincident-mask" not in attention_probes(caps=Capabilities(bool_mask=False))
     assert "broadcast-mask" not in attention_probes(caps=Capabilities(bool_mask=False))
     assert "masked-tail" in attention_probes(caps=Capabilities(bool_mask=False))  # by the causal flag
     assert "masked-tail" not in attention_probes(caps=Capabilities(bool_mask=False, causal_square_only=True))
     assert "masked-tail" not in attention_probes(caps=Capabilities(neg_inf=False))
-    assert attention_probes(max_seq=8) == ("zero-scale", "single-key", "negative-scale", "near-ties", "broadcast-mask",
+    assert attention_probes(max_seq=8) == ("empty-batch", "zero-scale", "single-key", "negative-scale", "near-ties", "broadcast-mask",
                                            "coincident-mask", "causal-offset", "wide-head", "score-floor", "many-heads",
                                            "mid-keys", "mid-queries", "masked-lead", "masked-tail",
                                            "index-width")  # absorption: 17 keys
@@ -331,7 +335,7 @@ def test_which_probes_the_arguments_allow_and_clear_errors_otherwise() -> None:
     assert "causal-offset" not in attention_probes(caps=Capabilities(causal=False))
     with pytest.raises(InvalidArgument, match=r"probe must be None or one of"):
         softmax_cases(probe="absorption")
-    with pytest.raises(InvalidArgument, match=r"max_seq .* below 17; pass probe=None, or one of \('zero-scale'"):
+    with pytest.raises(InvalidArgument, match=r"max_seq .* below 17; pass probe=None, or one of \('empty-batch', 'zero-scale'"):
         attention_cases(max_seq=8, probe="absorption")
     with pytest.raises(InvalidArgument, match=r"elementwise=True draws no probe"):
         softmax_cases(elementwise=True, probe="long-row")
@@ -448,8 +452,8 @@ def test_an_attention_campaign_cell_tries_the_probes_in_its_first_chunk_too(monk
     with search.observing_cases(before=seen.append):
         run_cell(target, "float32", base, budget_s=600.0, seed=1, max_examples=40, observe=False)
     args = search._strategy_args(target, "float32", base)
-    for probe in ("zero-scale", "single-key", "negative-scale", "near-ties", "broadcast-mask", "coincident-mask",
-                  "causal-offset", "wide-head", "score-floor", "masked-tail"):
+    for probe in ("empty-batch", "zero-scale", "single-key", "negative-scale", "near-ties", "broadcast-mask",
+                  "coincident-mask", "causal-offset", "wide-head", "score-floor", "masked-tail"):
         simplest = find(attention_cases(**args, probe=probe), lambda c: True, settings=first)
         assert sum(c.spec == simplest.spec for c in seen) == 1, probe
 
@@ -610,6 +614,43 @@ def test_the_negative_scale_probe_catches_a_shift_by_the_raw_maximum_and_an_abso
         mutant = dataclasses.replace(target, name=fn.__name__, fn=fn)
         found = engine.check_attention_input(mutant, built.q, built.k, built.v, **kw).evaluation
         assert not found.ok, fn.__name__
+
+
+def _refuses_an_empty_batch(q, k, v, *, scale, causal=False, mask=None):
+    """Attention whose launcher sizes its grid by the batch: a grid of 0 programs is an error."""
+    from kernels.reference import naive_attention
+
+    if q.shape[0] == 0:
+        raise RuntimeError("invalid grid: 0 programs")
+    return naive_attention(q, k, v, scale=scale, causal=causal, mask=mask, compute_dtype=torch.float32)
+
+
+def _one_row_too_many(x: torch.Tensor) -> torch.Tensor:
+    """A softmax that flattens its rows as max(1, rows), the launcher's guard against an empty grid."""
+    rows = max(1, x.numel() // x.shape[-1])
+    return torch.softmax(x.reshape(-1, x.shape[-1]).double(), -1).to(x.dtype).new_zeros(rows, x.shape[-1])
+
+
+@pytest.mark.parametrize("op", ["attention", "softmax"])
+def test_the_empty_probes_catch_a_launcher_that_assumes_rows(op: str) -> None:
+    from verify import engine
+
+    first = settings(max_examples=1, phases=[Phase.generate], **_QUIET)
+    if op == "attention":
+        built = find(attention_cases(dtypes=("float16",), max_seq=MAX_SEQ, probe="empty-batch"), lambda c: True,
+                     settings=first).build()
+        target = get_target("ref-naive-attention")
+        kw = dict(scale=built.scale, causal=built.causal, mask=built.mask)
+        assert built.q.shape[0] == 0 and engine.check_attention_input(target, built.q, built.k, built.v, **kw).evaluation.ok
+        mutant = dataclasses.replace(target, name="refuses-an-empty-batch", fn=_refuses_an_empty_batch)
+        found = engine.check_attention_input(mutant, built.q, built.k, built.v, **kw).evaluation
+    else:
+        x = find(softmax_cases(dtypes=("float16",), probe="no-rows"), lambda c: True, settings=first).build()
+        target = get_target("torch.softmax")
+        assert x.numel() == 0 and engine.check_softmax_input(target, x).evaluation.ok
+        found = engine.check_softmax_input(dataclasses.replace(target, name="one-row-too-many", fn=_one_row_too_many),
+                                           x).evaluation
+    assert not found.ok and found.violations[0].kind in ("exception", "shape"), found.violations
 
 
 def _pads_lanes_with_the_lowest_finite_value(x: torch.Tensor) -> torch.Tensor:

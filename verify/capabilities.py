@@ -32,6 +32,11 @@ class Capabilities:
     zero_strides: bool = True
     # Softmax: takes a 1-D input, one row of shape (length,) (``x.stride(-2)`` does not exist).
     vector_input: bool = True
+    # Takes inputs that hold no rows, and returns empty outputs (and LSE) of the right shapes:
+    # attention with batch B = 0, softmax of shape (0, N), (B, 0, N) or (B, H, 0, N).  A batch
+    # gathered at run time can be empty; a launch that divides by the rows, sizes a grid of 0
+    # programs or reads x[0] fails there (the empty-batch and no-rows probes).
+    empty_inputs: bool = True
     # Bytes the data pointer and every stride but the last (which must be 1) must be multiples
     # of, for a non-contiguous or offset layout to be generated; 1: any layout.  Contiguous
     # inputs are always generated (a kernel must accept those, whatever its vector width).

@@ -186,6 +186,7 @@ def cmd_targets(args) -> int:
             "causal": c.causal, "bool_mask": c.bool_mask, "gqa": c.gqa, "neg_inf": c.neg_inf,
             "special_values": c.special_values, "layout_alignment": c.layout_alignment,
             "unit_last_stride": c.unit_last_stride, "zero_strides": c.zero_strides, "vector_input": c.vector_input,
+            "empty_inputs": c.empty_inputs,
             "length": [c.min_length, c.max_length],
             "head_dim": [c.head_dim_min, c.head_dim_max], "compute": c.compute_precision or "float32 (float64 for float64)",
             "dot": c.dot_precision or "= compute", "description": t.description,
