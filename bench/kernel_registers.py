@@ -145,7 +145,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--per-sm", type=int, help="TUNING['coop_programs_per_sm'] (only reported: the compile ignores it)")
     p.add_argument("--lag", action=argparse.BooleanOptionalAction, help="TUNING['coop_lag']")
     p.add_argument("--early-poll", action=argparse.BooleanOptionalAction, help="TUNING['coop_early_poll']")
-    p.add_argument("--lag2", action=argparse.BooleanOptionalAction, help="TUNING['coop_lag2'] (with --lag)")
     p.add_argument("--hold-x", action=argparse.BooleanOptionalAction,
                    help="TUNING['coop_hold_x'] (16-bit inputs with the lag)")
     p.add_argument("--fast", action="store_true", help="float32: the fast path (precise by default)")
@@ -163,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         triton_softmax.TUNING.update(cooperative=True, coop_chunk=args.chunk, coop_warps=args.warps,
                                      coop_programs_per_sm=args.per_sm, coop_lag=args.lag,
-                                     coop_early_poll=args.early_poll, coop_hold_x=args.hold_x, coop_lag2=args.lag2)
+                                     coop_early_poll=args.early_poll, coop_hold_x=args.hold_x)
         configs = [(f"N = {args.n}", dtype, args.n, not args.fast, False) for dtype in args.dtypes.split(",")]
     if not args.json:
         print(f"# triton {triton.__version__}, sm_{args.arch}")
@@ -186,12 +185,12 @@ def main(argv: list[str] | None = None) -> int:
             asked = triton_softmax.TUNING["coop_programs_per_sm"] or (launch.per_sm if launch else 1)
         if args.json:
             print(json.dumps({"launch": label, "schedule": plan.name, "dtype": dtype, "n": n_cols, "chunk": plan.block,
-                              "warps": plan.num_warps, "chunks": plan.num_chunks, "lag": plan.lag, "lag2": plan.lag2,
+                              "warps": plan.num_warps, "chunks": plan.num_chunks, "lag": plan.lag,
                               "early_poll": plan.early_poll, "hold_x": plan.hold_x, "precise": precise,
                               "per_sm_asked": asked, "per_sm_fit": fit,
                               "spill_ok": bool(getattr(launch, "spill_ok", False)), **usage}), flush=True)
             continue
-        print(f"{label:<18} {dtype:>4} chunk {plan.block:>5} x {plan.num_warps} warps  lag={int(plan.lag) + int(plan.lag2)} "
+        print(f"{label:<18} {dtype:>4} chunk {plan.block:>5} x {plan.num_warps} warps  lag={int(plan.lag)} "
               f"early={int(plan.early_poll)} precise={int(precise)}:  {usage['REG']:>3} registers, "
               f"spills {usage.get('STACK', 0)} B, {fit} a SM, {asked} asked", flush=True)
     return 0

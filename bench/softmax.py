@@ -130,8 +130,7 @@ def sweep_variants(n: int, dtype_name: str):
         early, late = {"coop_early_poll": True}, {"coop_early_poll": False}
         paths = ([("lag", {}, early), ("lagn", {}, late), ("fast_lag", {"precise": False}, early)]
                  if dtype_name == "fp32" else
-                 [("lag16", {}, early), ("lag16n", {}, late), ("lag16x", {}, {"coop_hold_x": False, **early}),
-                  ("lag16xn", {}, {"coop_hold_x": False, **late})])
+                 [("lag16", {}, early), ("lag16n", {}, late), ("lag16x", {}, {"coop_hold_x": False, **early})])
         variants += [(f"{tag}_pps{k}_c{c}_w{w}", kw, {"cooperative": True, "coop_lag": True, "coop_chunk": c,
                                                        "coop_warps": w, "coop_programs_per_sm": k, **extra})
                      for tag, kw, extra in paths
@@ -145,17 +144,6 @@ def sweep_variants(n: int, dtype_name: str):
                                                           "coop_warps": 4, "coop_programs_per_sm": k,
                                                           "coop_exchange": False, **extra})
                      for tag, kw, extra in paths for k, c in ((3, 4096), (4, 8192))]
-        if n > 262144:
-            # two rows published ahead of the poll (coop_lag2), with and without the early poll
-            # (16-bit rows: holding the input, or its exponentials: x)
-            two = {"cooperative": True, "coop_lag": True, "coop_lag2": True}
-            paths2 = ([("lag2", {}, late), ("lag2e", {}, early), ("fast_lag2", {"precise": False}, early),
-                       ("fast_lag2n", {"precise": False}, late)] if dtype_name == "fp32" else
-                      [("lag2_16", {}, early), ("lag2_16n", {}, late), ("lag2_16x", {}, {"coop_hold_x": False, **early}),
-                       ("lag2_16xn", {}, {"coop_hold_x": False, **late})])
-            variants += [(f"{tag}_pps{k}_c{c}_w{w}", kw, {**two, "coop_chunk": c, "coop_warps": w,
-                                                           "coop_programs_per_sm": k, **extra})
-                         for tag, kw, extra in paths2 for k, c, w in ((3, 4096, 4), (2, 4096, 8), (4, 8192, 4), (2, 8192, 8))]
         # the narrow launch shapes without the lag
         tag, kw, shapes = (("fast_coop", {"precise": False}, ((5, 4), (6, 4), (8, 4))) if dtype_name == "fp32"
                            else ("coop16", {}, ((6, 4), (8, 2))))

@@ -127,7 +127,6 @@ class LongRowLaunch(NamedTuple):
     lag: bool = False  # publish a row ahead of the poll (see _softmax_cooperative_kernel)
     early_poll: bool = False  # with the lag: first read of the slots at the top of the iteration
     spill_ok: bool = False  # compiles with register spills for sm_90, and still measured fastest
-    lag2: bool = False  # with the lag: publish two rows ahead of the poll, not one
 
 
 #: Long rows take the cooperative schedule with several chunks a row, launched per path
@@ -352,8 +351,7 @@ SCHEDULES = ("rows", "pipelined", "online", "split", "cooperative", "spans")
 #: since every partner must be resident at once); ``coop_groups``: this many groups (rows in
 #: flight).  ``coop_lag``: a program publishes its next row's statistics before it polls for
 #: this row's (see _softmax_cooperative_kernel; None: as COOP_LONG says, off for other rows);
-#: ``coop_lag2``: with the lag, two rows ahead of the poll (None: as COOP_LONG says, off for other
-#: rows); ``coop_hold_x``: with the lag, 16-bit inputs hold the input chunk, not its exponentials
+#: ``coop_hold_x``: with the lag, 16-bit inputs hold the input chunk, not its exponentials
 #: (None: on); ``coop_early_poll``: with the lag, the first read of a row's slots at the top of
 #: the iteration (None: as COOP_LONG says, on for other rows).  ``rows_block_r``:
 #: rows per program of the single-pass kernel.  ``l2_hints``: L2 eviction hints on the online
@@ -379,8 +377,7 @@ SCHEDULES = ("rows", "pipelined", "online", "split", "cooperative", "spans")
 TUNING: dict = {"rows_warps": None, "stream_warps": None, "stream_block": None,
                 "online_programs_per_sm": None, "rows_block_r": None,
                 "cooperative": None, "coop_chunk": None, "coop_warps": None, "coop_groups": None,
-                "coop_programs_per_sm": None, "coop_lag": None, "coop_lag2": None, "coop_hold_x": None,
-                "coop_early_poll": None,
+                "coop_programs_per_sm": None, "coop_lag": None, "coop_hold_x": None, "coop_early_poll": None,
                 "l2_hints": None, "lane_stats": None, "keep_p": None, "online_maxnreg": None, "sum_f64": None,
                 "pipelined": None, "pipe_warps": None, "pipe_stages": None, "pipe_per_sm": None,
                 "align_rows": None, "row_pieces": None, "pieces_warps": None,
@@ -1088,7 +1085,7 @@ def _softmax_cooperative_kernel(
     CHUNK: tl.constexpr, BLOCK_S: tl.constexpr, COOP: tl.constexpr,
     PRECISE: tl.constexpr, WRITE_Y: tl.constexpr, WRITE_LSE: tl.constexpr,
     LAG: tl.constexpr = False, HOLD_X: tl.constexpr = False, EARLY_POLL: tl.constexpr = False,
-    COUNT_SPINS: tl.constexpr = False, LAG2: tl.constexpr = False,
+    COUNT_SPINS: tl.constexpr = False,
 ):
     """Cooperative split rows: every element read once and written once, for long rows.
 
@@ -1119,10 +1116,6 @@ def _softmax_cooperative_kernel(
     the same values).  With ``EARLY_POLL`` the first read of row ``r``'s slots is issued at the
     top of the iteration (they were published during the last one), so its L2 round trip
     overlaps the next row's exponentials; the polling loop only runs if a partner is late.
-    With ``LAG2`` (and ``LAG``) the program publishes two rows ahead, ``r + 2 n_groups``
-    before it polls for ``r``: partners may then lag by two rows' work before anyone waits,
-    for one more chunk held (the 1M-row launches lost about ten points of copy bandwidth to
-    waiting with one row ahead: ``bench/softmax.py``'s noexch bound, BENCHMARKS.md).
 
     Residency.  The host launches no more programs than the SMs hold at once: one per SM, or
     up to COOP_LONG's ``per_sm`` for long rows, capped by what the compiled
@@ -1162,20 +1155,13 @@ def _softmax_cooperative_kernel(
     first = tl.zeros([], tl.int64) + group
     x = _load_chunk(X, first, n_rows, n_cols, stride_xr, cols)
     if LAG:
-        # The first row (LAG2: the first two) is published before the loop; each iteration
-        # then publishes the row after the last published (LAG requires COOP).
+        # The first row is published before the loop; each iteration then publishes the row
+        # after the one it finishes (LAG requires COOP).
         m_c, p, l_c = _chunk_stats(x.to(tl.float32), PRECISE)
         _coop_publish(SLOTS + first * n_chunks, c, m_c, l_c, first < n_rows)
         if HOLD_X:
             p = x
         x = _load_chunk(X, first + n_groups, n_rows, n_cols, stride_xr, cols)
-        if LAG2:
-            second = first + n_groups
-            m_2, p_2, l_2 = _chunk_stats(x.to(tl.float32), PRECISE)
-            _coop_publish(SLOTS + second * n_chunks, c, m_2, l_2, second < n_rows)
-            if HOLD_X:
-                p_2 = x
-            x = _load_chunk(X, second + n_groups, n_rows, n_cols, stride_xr, cols)
     for row in range(group, n_rows, n_groups):
         row64 = tl.zeros([], tl.int64) + row  # row is a plain int when interpreted
         # The next load is issued before any work on this row, so the memory system stays
@@ -1184,8 +1170,6 @@ def _softmax_cooperative_kernel(
             if EARLY_POLL:
                 packed = _poll_slots(SLOTS + row64 * n_chunks, n_chunks, c, BLOCK_S)
             ahead = row64 + n_groups
-            if LAG2:
-                ahead += n_groups
             x_next = _load_chunk(X, ahead + n_groups, n_rows, n_cols, stride_xr, cols)
             m_a, p_a, l_a = _chunk_stats(x.to(tl.float32), PRECISE)
             _coop_publish(SLOTS + ahead * n_chunks, c, m_a, l_a, ahead < n_rows)
@@ -1206,10 +1190,7 @@ def _softmax_cooperative_kernel(
                      n_cols, n_chunks, c, cols, in_row, p_row, m_c, l_c, spin_limit,
                      SLOTS + n_rows * n_chunks,  # COUNT_SPINS only: two words after the slots
                      CHUNK, BLOCK_S, COOP, PRECISE, WRITE_Y, WRITE_LSE, COUNT_SPINS)
-        if LAG2:
-            m_c, p, l_c = m_2, p_2, l_2
-            m_2, p_2, l_2 = m_a, p_a, l_a
-        elif LAG:
+        if LAG:
             m_c, p, l_c = m_a, p_a, l_a
         x = x_next
 
@@ -1380,7 +1361,6 @@ class _Plan(NamedTuple):
     lag: bool = False  # cooperative, several chunks a row: publish a row ahead of the poll
     early_poll: bool = False  # with the lag: first read of the slots at the top of the iteration
     hold_x: bool = False  # with the lag, 16-bit inputs: hold the input chunk, not its exponentials
-    lag2: bool = False  # with the lag: two rows ahead of the poll
     lanes: bool = False  # online, split: per-lane statistics in the first sweep
     keep_p: bool = False  # online, precise float32: the first sweep writes exp(x - m_b) for the second
     maxnreg: int = 0  # registers a thread at most (0: the compiler's choice)
@@ -1487,9 +1467,8 @@ def _cooperative_plan(n_rows: int, n_cols: int, dtype: torch.dtype, sms: int, pr
     lag = num_chunks > 1 and bool(_tuned("coop_lag", launch.lag if launch else False))
     early = lag and bool(_tuned("coop_early_poll", launch.early_poll if launch else True))
     hold_x = lag and dtype != torch.float32 and bool(_tuned("coop_hold_x", True))
-    lag2 = lag and bool(_tuned("coop_lag2", launch.lag2 if launch else False))
     return _Plan("cooperative", block=chunk, num_warps=num_warps, num_chunks=num_chunks, groups=max(1, groups),
-                 lag=lag, early_poll=early, hold_x=hold_x, lag2=lag2, sum64=sum64)
+                 lag=lag, early_poll=early, hold_x=hold_x, sum64=sum64)
 
 
 def _spans_plan(n_rows: int, n_cols: int, dtype: torch.dtype, sms: int, precise: bool,
@@ -1754,7 +1733,7 @@ def cooperative_constexprs(plan: _Plan, precise: bool, write_y: bool, write_lse:
     ``plan``; ``precise`` as the launch passes it (float32 only)."""
     return dict(CHUNK=plan.block, BLOCK_S=max(32 * plan.num_warps, triton.next_power_of_2(plan.num_chunks)),
                 COOP=plan.num_chunks > 1 and _tuned("coop_exchange", True),  # False: a benchmark's bound
-                LAG=plan.lag, LAG2=plan.lag2, HOLD_X=plan.hold_x, EARLY_POLL=plan.early_poll,
+                LAG=plan.lag, HOLD_X=plan.hold_x, EARLY_POLL=plan.early_poll,
                 PRECISE=_precise_arg(plan, precise), WRITE_Y=write_y, WRITE_LSE=write_lse, num_warps=plan.num_warps,
                 COUNT_SPINS=_POLL_COUNTS is not None)  # a diagnostic: counting_cooperative_polls
 
