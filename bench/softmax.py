@@ -126,11 +126,13 @@ def sweep_variants(n: int, dtype_name: str):
     if n >= 32768:
         # publish a row ahead of the poll (coop_lag), over launch shapes of the long-row
         # cooperative schedule; the launch caps programs a SM at what the registers allow
-        # (lagn: without the early poll; lag16x: 16-bit holding exponentials, not the input)
+        # (lagn: without the early poll; lag16x: 16-bit holding exponentials, not the input; lag16xn:
+        # both, the default of 16-bit rows past 262144)
         early, late = {"coop_early_poll": True}, {"coop_early_poll": False}
         paths = ([("lag", {}, early), ("lagn", {}, late), ("fast_lag", {"precise": False}, early)]
                  if dtype_name == "fp32" else
-                 [("lag16", {}, early), ("lag16n", {}, late), ("lag16x", {}, {"coop_hold_x": False, **early})])
+                 [("lag16", {}, {"coop_hold_x": True, **early}), ("lag16n", {}, {"coop_hold_x": True, **late}),
+                  ("lag16x", {}, {"coop_hold_x": False, **early}), ("lag16xn", {}, {"coop_hold_x": False, **late})])
         variants += [(f"{tag}_pps{k}_c{c}_w{w}", kw, {"cooperative": True, "coop_lag": True, "coop_chunk": c,
                                                        "coop_warps": w, "coop_programs_per_sm": k, **extra})
                      for tag, kw, extra in paths

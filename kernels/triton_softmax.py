@@ -127,6 +127,7 @@ class LongRowLaunch(NamedTuple):
     lag: bool = False  # publish a row ahead of the poll (see _softmax_cooperative_kernel)
     early_poll: bool = False  # with the lag: first read of the slots at the top of the iteration
     spill_ok: bool = False  # compiles with register spills for sm_90, and still measured fastest
+    hold_x: bool = True  # with the lag, 16-bit inputs: hold the input chunk (else its exponentials)
 
 
 #: Long rows take the cooperative schedule with several chunks a row, launched per path
@@ -163,6 +164,11 @@ class LongRowLaunch(NamedTuple):
 #:   61-105 for the online schedule) is near what do_bench's L2 clear and the kernel take on the
 #:   GPU, which then waits for the launch (bench/softmax.py's docstring).  Without the early
 #:   poll bf16 read 44% on the narrow shapes.  At 65536 the online schedule keeps it (74-77%).
+#: * 16-bit, 262145 to 1M (2026-12-06): the same launch without the early poll, holding the
+#:   chunk's exponentials, not the input (``hold_x=False``): bf16 at 1M 80.8% of copy (graph
+#:   80.8%) against 77.0% (76.7%) for the launch above, on an H100 (17:25 UTC), whose
+#:   no-exchange bounds (TUNING's coop_exchange) read 90.2% and 82.5% (17:14).  Not measured on
+#:   the H200, nor between 262145 and 1M.
 #:
 #: At N = 16384 the precise path's one-chunk schedule stays faster (79% against 70%).
 COOP_LONG = {
@@ -170,7 +176,8 @@ COOP_LONG = {
                 LongRowLaunch(1 << 20, 4096, 4, 3, lag=True)),
     "fast": (LongRowLaunch(65536, 4096, 2, 8), LongRowLaunch(262144, 2048, 4, 5, lag=True, early_poll=True),
              LongRowLaunch(1 << 20, 8192, 4, 4, lag=True, early_poll=True, spill_ok=True)),
-    "16-bit": (LongRowLaunch(1 << 20, 8192, 4, 4, lag=True, early_poll=True),),
+    "16-bit": (LongRowLaunch(262144, 8192, 4, 4, lag=True, early_poll=True),
+               LongRowLaunch(1 << 20, 8192, 4, 4, lag=True, hold_x=False)),
 }
 #: Rows up to this length (per path) are not long rows.
 COOP_LONG_MIN = {"precise": MAX_SINGLE_BLOCK, "fast": MAX_SINGLE_BLOCK, "16-bit": 65536}
@@ -1466,7 +1473,7 @@ def _cooperative_plan(n_rows: int, n_cols: int, dtype: torch.dtype, sms: int, pr
     num_warps = TUNING["coop_warps"] or warps
     lag = num_chunks > 1 and bool(_tuned("coop_lag", launch.lag if launch else False))
     early = lag and bool(_tuned("coop_early_poll", launch.early_poll if launch else True))
-    hold_x = lag and dtype != torch.float32 and bool(_tuned("coop_hold_x", True))
+    hold_x = lag and dtype != torch.float32 and bool(_tuned("coop_hold_x", launch.hold_x if launch else True))
     return _Plan("cooperative", block=chunk, num_warps=num_warps, num_chunks=num_chunks, groups=max(1, groups),
                  lag=lag, early_poll=early, hold_x=hold_x, sum64=sum64)
 
