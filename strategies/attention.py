@@ -269,8 +269,8 @@ FAR_TAIL_MIN_OUTPUT = 64.0
 #: ``single-key`` (forced only): see SINGLE_KEY_QUERIES; ``wide-head`` (forced only): see
 #: WIDE_HEAD_PROBE_KEYS; ``coincident-mask`` (forced only): see COINCIDENT_MASK_KEYS;
 #: ``empty-batch`` (forced only): see EMPTY_BATCH.
-ATTENTION_PROBES = ("empty-batch", "zero-scale", "single-key", "negative-scale", "near-ties", "broadcast-mask", "coincident-mask",
-                    "causal-offset", "wide-head",
+ATTENTION_PROBES = ("empty-batch", "zero-scale", "single-key", "negative-scale", "near-ties", "broadcast-mask",
+                    "coincident-mask", "causal-offset", "wide-head",
                     "score-floor", "absorption", "far-tail", "many-heads", "mid-keys",
                     "mid-queries", "masked-lead", "masked-tail", "index-width", "grid-heads", "many-tiles",
                     "wide-offsets")  # cheapest first

@@ -156,8 +156,8 @@ ROW_COST = 32
 GRID_ROWS_MAX_LENGTH = 16
 #: The rare probes of ``softmax_cases``, by name: ``probe=`` draws only that one (and
 #: ``softmax_probes`` says which the arguments allow).
-SOFTMAX_PROBES = ("no-rows", "one-entry", "floor-row", "spread-ladder", "narrow-values", "four-d", "many-rows", "mixed-row", "long-row",
-                  "plateau-row", "edge-spike", "masked-long", "index-width", "grid-rows", "wide-offsets")  # cheapest first
+SOFTMAX_PROBES = ("no-rows", "one-entry", "floor-row", "spread-ladder", "narrow-values", "four-d", "many-rows", "mixed-row",
+                  "long-row", "plateau-row", "edge-spike", "masked-long", "index-width", "grid-rows", "wide-offsets")  # cheapest first
 #: The no-rows probe (forced only, where caps.empty_inputs): a case drawn as any other, then given
 #: no rows (``rows = 0``) and no special entries: shape (0, N), (B, 0, N) or (B, H, 0, N) as its
 #: batch and heads were drawn, the layout, length and mask as drawn.  The output is empty, of
