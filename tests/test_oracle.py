@@ -210,3 +210,36 @@ def test_attention_fallback_rows_chosen_from_the_fast_path() -> None:
     for a, b in ((one_pass.out.hi, two_pass.out.hi), (one_pass.out.lo, two_pass.out.lo),
                  (one_pass.out.bound, two_pass.out.bound), (one_pass.lse.hi, two_pass.lse.hi)):
         assert torch.equal(a.isnan(), b.isnan()) and torch.equal(a.nan_to_num(), b.nan_to_num())
+
+
+def test_values_past_the_domain_may_overflow_an_accumulating_kernel() -> None:
+    # bfloat16 V near 1e38 over 4 keys at scale 0 (every weight 1): sum_j |v_j| passes float32's
+    # range, so a kernel that accumulates sum_j p_j v_j before dividing (FlashAttention's
+    # schedule, our blocked reference) overflows where the exact output, their mean, is finite;
+    # such elements (a sum past half the range) may be non-finite.
+    # Past the domain only: the strategies' v_limit keeps Nk |V| within it.
+    import dataclasses
+
+    from kernels.registry import get_target
+    from strategies.attention import v_limit
+    from verify import engine
+
+    g = torch.Generator().manual_seed(3)
+    q, k = (torch.randn(1, 2, n, 8, generator=g).bfloat16() for n in (5, 4))
+    v = (torch.rand(1, 2, 4, 8, generator=g) * 0.1 + 0.9).mul(1e38).bfloat16()
+    v[:, 1, 1:] = 1.0  # the second head: one big key, the column sums within the domain
+    mask = torch.ones(5, 4, dtype=torch.bool)
+    mask[0, 1:] = False  # query 0 sees one key: its sum is 1e38 at most, within the domain
+    fmt = get_format("bfloat16")
+    big = oracle.accumulator_may_overflow(mask.expand(1, 2, 5, 4), v.double(), fmt)
+    assert big[0, 0, 1:].all() and not big[0, 0, 0].any() and not big[0, 1].any()
+    kw = dict(scale=0.0, causal=False, mask=mask)
+    blocked = get_target("ref-blocked-attention")
+    assert not torch.isfinite(blocked.fn(q, k, v, **kw)).all()  # it does overflow
+    assert engine.check_attention_input(blocked, q, k, v, **kw).evaluation.ok
+    naive = get_target("ref-naive-attention")
+    halved = dataclasses.replace(naive, name="halved", fn=lambda *a, **kw: naive.fn(*a, **kw) * 0.5)
+    assert [x.kind for x in engine.check_attention_input(halved, q, k, v, **kw).evaluation.violations] == ["accuracy"]
+    # within the domain nothing is lenient (and the check costs no product)
+    within = torch.full((1, 2, 4, 8), v_limit(fmt, 4), dtype=torch.float64)
+    assert not oracle.accumulator_may_overflow(mask.expand(1, 2, 5, 4), within, fmt).any()

@@ -109,6 +109,8 @@ class AttentionTruth:
     # (B, Hq, Nq, D) bool: a NaN/inf sits in V only under zero weights (masked keys); IEEE gives
     # 0 * NaN = NaN, so a P V product may turn it non-finite: such an element may be NaN, or exact
     # (in a row with no visible key, exact is 0: torch's math backend gives [nan, 0, ...] there).
+    # Also an element past the contract's domain for V (see ``accumulator_may_overflow``): it
+    # may be +-inf or NaN, or exact.
     may_be_nonfinite: torch.Tensor
     input_has_nonfinite: bool  # any NaN / inf anywhere in q, k or v
     visible: torch.Tensor | None  # (B, Hq, Nq, Nk) bool: the effective causal & mask pattern
@@ -297,6 +299,26 @@ def visibility(
     return vis
 
 
+def accumulator_may_overflow(visible: torch.Tensor, v: torch.Tensor, fmt: FloatFormat) -> torch.Tensor:
+    """(B, Hq, Nq, Dv) bool (or a broadcastable False): the output elements whose visible values
+    sum past half the compute format's largest value, sum_j |v_jd| over the keys row i sees.
+
+    The contract's domain for V.  A kernel that accumulates sum_j p_j v_j with p_j = exp(s_j - m)
+    <= 1 and divides by l = sum_j p_j at the end (FlashAttention's schedule) holds up to that
+    sum, and overflows past the compute format's range where the exact output, a weighted mean
+    of V, is finite (bfloat16 V of 2e38 over 4 keys, float32 accumulation).  Such elements may be
+    non-finite.  Below half the range no unnormalised partial sum can overflow, rounding
+    included, and the strategies keep every case there (``strategies.attention.v_limit``: Nk
+    |V| <= half the compute format's largest value).  The compute format is float32 for inputs
+    of 32 bits or fewer and float64 for float64, as Capabilities' default."""
+    compute_max = get_format("float64" if fmt.name == "float64" else "float32").max_finite
+    v_abs = torch.nan_to_num(v.abs(), nan=0.0, posinf=0.0)  # non-finite V is judged apart
+    # Cheap first: no case the strategies draw comes near it.
+    if v.numel() == 0 or float(v_abs.max()) * v.shape[-2] <= compute_max / 2:
+        return torch.zeros((), dtype=torch.bool, device=v.device)
+    return (visible.to(torch.float64) @ v_abs) > compute_max / 2
+
+
 def attention_truth(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -360,7 +382,7 @@ def attention_truth(
     expected_nan &= ~row_inf[..., None]
     lse_expected_nan = row_nan & ~row_inf & ~no_key
     v_col_bad = v_bad.any(-2)[:, :, None, :]  # (B,Hq,1,Dv)
-    may_be_nonfinite = v_col_bad & ~expected_nonfinite
+    may_be_nonfinite = (v_col_bad | accumulator_may_overflow(vis, v64, fmt)) & ~expected_nonfinite
 
     qz = torch.nan_to_num(q64, nan=0.0, posinf=0.0, neginf=0.0)
     kz = torch.nan_to_num(k64, nan=0.0, posinf=0.0, neginf=0.0)
