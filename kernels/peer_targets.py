@@ -147,8 +147,10 @@ register(Target(
     "sdpa-cudnn", "attention",
     functools.partial(sdpa_backend, backend=SDPBackend.CUDNN_ATTENTION, native_gqa=False),
     Capabilities(dtypes=LOW, devices=CUDA, min_length=2, head_dim_max=128, head_dim_multiple=8,
-                 special_values=False, unit_last_stride=True, mask_key_broadcast=False,
+                 special_values=False, unit_last_stride=True, mask_key_broadcast=False, empty_inputs=False,
                  notes=("rejected Nq = Nk = 1 (measured on the H200)", "GQA by expanding K/V heads",
+                        "returns None, not an empty output, for an empty batch (B = 0; torch 2.11, measured on an "
+                        "H100, 2026-12-06)",
                         "faults ('misaligned address', the CUDA context lost) on a boolean mask of shape "
                         "(B, 1, Nq, 1) broadcast over the keys (float16, measured on the H200, 2026-12-04); the "
                         "(Nq, 1) and (B, Hq, Nq, 1) shapes are left out with it, unmeasured",
@@ -160,8 +162,10 @@ register(Target(
 register(Target(
     "flex-attention", "attention", functools.partial(flex, return_lse=True),
     Capabilities(dtypes=("float16", "bfloat16", "float32"), devices=CUDA, head_dim_min=16, head_dim_max=256,
-                 special_values=False, max_pairs=65535, returns_lse=True,
+                 special_values=False, max_pairs=65535, returns_lse=True, empty_inputs=False,
                  notes=("torch.compile'd flex_attention; recompiles per shape",
+                        "return_lse=True gives no LSE (None) for an empty batch (B = 0; torch 2.11, measured on an "
+                        "H100, 2026-12-06)",
                         "more than 65535 (batch, head) pairs: 'CUDA driver error: invalid argument' (torch 2.11, "
                         "measured on the H200, 2026-12-01)",
                         "takes dim-major Q, K and V (measured on the H200, 2026-12-01)")),

@@ -526,3 +526,34 @@ def test_sdpa_efficient_gives_an_lse_of_0_for_a_query_row_with_no_visible_key(dt
     _, lse_cudnn = sdpa_op_with_lse(q, k, v, scale=0.125, mask=mask, backend="cudnn")
     assert bool((lse_cudnn[:, :, 1] == -math.inf).all())
     assert torch.allclose(lse_cudnn[:, :, others].double(), exact[:, :, others], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_sdpa_cudnn_returns_none_for_an_empty_batch(dtype: torch.dtype) -> None:
+    """Found by the empty-batch probe on an H100 (2026-12-06 18:05 UTC, torch 2.11.0+cu130):
+    pinned to the cuDNN backend, ``F.scaled_dot_product_attention`` on Q, K, V of batch 0
+    returns None, not an empty tensor (measured for (0, 1, 2, 8) and (0, 2, 3, 16) in float16,
+    and through the sdpa-cudnn target in bfloat16), and its private op returns a tuple of
+    Nones; flash and efficient return the empty output.  sdpa-cudnn (and sdpa-cudnn-lse)
+    declare ``empty_inputs=False``; this test notices if torch changes it."""
+    q = torch.randn(0, 1, 2, 8, device="cuda", dtype=dtype)
+    assert _sdpa("CUDNN_ATTENTION", q, q, q) is None
+    assert torch.ops.aten._scaled_dot_product_cudnn_attention(q, q, q, None, True, 0.0, False, False)[0] is None
+    for backend in ("FLASH_ATTENTION", "EFFICIENT_ATTENTION"):
+        assert _sdpa(backend, q, q, q).shape == q.shape
+
+
+@pytest.mark.gpu
+def test_flex_attention_returns_no_lse_for_an_empty_batch() -> None:
+    """Found by the empty-batch probe on an H100 (2026-12-06 18:05 UTC, torch 2.11.0+cu130):
+    compiled FlexAttention asked for ``return_lse=True`` gives None for the LSE of a batch of 0
+    (Q, K, V of (0, 1, 1, 16), in float16, bfloat16 and float32), where a batch of 1 gives a
+    tensor.  flex-attention declares ``empty_inputs=False``; this test notices if torch changes
+    it."""
+    from kernels.peer_targets import flex
+
+    q = torch.randn(0, 1, 1, 16, device="cuda", dtype=torch.float16)
+    assert flex(q, q, q, scale=0.25, return_lse=True)[1] is None
+    one = torch.randn(1, 1, 1, 16, device="cuda", dtype=torch.float16)
+    assert flex(one, one, one, scale=0.25, return_lse=True)[1].shape == (1, 1, 1)
