@@ -359,7 +359,7 @@ SCHEDULES = ("rows", "pipelined", "online", "split", "cooperative", "spans")
 #: flight).  ``coop_lag``: a program publishes its next row's statistics before it polls for
 #: this row's (see _softmax_cooperative_kernel; None: as COOP_LONG says, off for other rows);
 #: ``coop_hold_x``: with the lag, 16-bit inputs hold the input chunk, not its exponentials
-#: (None: on); ``coop_early_poll``: with the lag, the first read of a row's slots at the top of
+#: (None: as COOP_LONG says, on for other rows); ``coop_early_poll``: with the lag, the first read of a row's slots at the top of
 #: the iteration (None: as COOP_LONG says, on for other rows).  ``rows_block_r``:
 #: rows per program of the single-pass kernel.  ``l2_hints``: L2 eviction hints on the online
 #: and split schedules (None: on except for the precise float32 path that recomputes its
