@@ -76,7 +76,7 @@ from strategies.lengths import (
 from strategies.masks import MASK_KINDS, STAGGERED_KINDS, MaskSpec, keep_features, mask_specs
 from strategies.rounding import to_format
 from strategies.specials import SpecialSpec, special_kinds, special_specs
-from strategies.values import ValueRecipe, magnitudes, position_distinct, sample_groups, value_recipes
+from strategies.values import KEY_SPIKE_AT, ValueRecipe, magnitudes, position_distinct, sample_groups, value_recipes
 from verify.capabilities import Capabilities
 from verify.dtypes import FORMATS, FloatFormat, get_format
 from verify.tolerance import ILL_CONDITIONED_ARGUMENT_ERROR
@@ -268,10 +268,11 @@ FAR_TAIL_MIN_OUTPUT = 64.0
 #: (forced only): see NEAR_TIES_KEYS; ``broadcast-mask`` (forced only): see BROADCAST_MASK_SEQ;
 #: ``single-key`` (forced only): see SINGLE_KEY_QUERIES; ``wide-head`` (forced only): see
 #: WIDE_HEAD_PROBE_KEYS; ``coincident-mask`` (forced only): see COINCIDENT_MASK_KEYS;
-#: ``empty-batch`` (forced only): see EMPTY_BATCH.
+#: ``empty-batch`` (forced only): see EMPTY_BATCH; ``block-ends`` (forced only): see BLOCK_ENDS_KEYS;
+#: ``coincident-heads`` (forced only): see COINCIDENT_HEADS.
 ATTENTION_PROBES = ("empty-batch", "zero-scale", "single-key", "negative-scale", "near-ties", "broadcast-mask",
-                    "coincident-mask", "causal-offset", "wide-head",
-                    "score-floor", "absorption", "far-tail", "many-heads", "mid-keys",
+                    "coincident-mask", "coincident-heads", "causal-offset", "wide-head",
+                    "score-floor", "absorption", "far-tail", "many-heads", "mid-keys", "block-ends",
                     "mid-queries", "masked-lead", "masked-tail", "index-width", "grid-heads", "many-tiles",
                     "wide-offsets")  # cheapest first
 #: The empty-batch probe (forced only, where caps.empty_inputs): a case drawn as any other, then
@@ -282,6 +283,21 @@ ATTENTION_PROBES = ("empty-batch", "zero-scale", "single-key", "negative-scale",
 #: q[0] to learn a stride fails there, and drawn at random B is never 0 (a blind mutant that
 #: raised on B = 0 lived through every seed; eleventh red team, 2026-12-06).
 EMPTY_BATCH = 0
+#: The block-ends probe (forced only, where 17 keys or more are allowed): up to BLOCK_ENDS_KEYS
+#: keys (within max_seq and the mid-keys probe's limit), up to BLOCK_ENDS_QUERIES queries, one
+#: batch entry, Q = 1, K normal (spread BLOCK_ENDS_K_SPREAD) with every key at a power-of-two
+#: block's edge (``values.block_end_keys``: 15, 16, 31, 32, ..., 2047, 2048) lifted so that its
+#: score exceeds the rest by ln(Nk) + 1 (together about nine tenths of the weight), V distinct at
+#: every position, the default scale, no mask, causal flag or special value.  A key lost or read
+#: twice at such an edge then moves the output by about a sixteenth of V's spread, whatever the
+#: kernel's block width.  Drawn at random, a key past the first thousand carries weight only
+#: where a probe puts its spike (the first or the last key), and one key in a thousand moves an
+#: output by 1e-5 to 2e-3 relative: a blind mutant that skipped every 1024th key lived through
+#: two seeds of three at 4 s a dtype (twelfth red team, 2026-12-06).
+BLOCK_ENDS_KEYS = 2049
+BLOCK_ENDS_MIN_KEYS = 17
+BLOCK_ENDS_QUERIES = 4
+BLOCK_ENDS_K_SPREAD = 0.5
 #: The negative-scale probe (forced only): scale NEGATIVE_SCALE, Q and K normal with scores as
 #: wide as NEGATIVE_SCALE_PEAK allows within the tolerance's judgement (_tamed_scale's limit),
 #: at least NEGATIVE_SCALE_KEYS keys (within max_seq).  A negative scale is a valid one (SDPA
@@ -353,6 +369,15 @@ WIDE_HEAD_PROBE_KEYS = 48
 #: Nq = B >= 2 with a 2-d mask came once in 9 cells of 4 s a dtype, causal that time (which hid the
 #: misread), and such a blind mutant lived through seeds 1-3 (eleventh red team, 2026-12-06).
 COINCIDENT_MASK_KEYS = 16
+#: The coincident-heads probe (forced only, where the target takes a boolean mask, two batch
+#: entries and two heads): B = Hq = Hkv = COINCIDENT_HEADS (within max_batch and max_heads), a 4-d
+#: random mask (density 1/2), one for every (batch, head), at least COINCIDENT_MASK_KEYS keys, no
+#: causal flag.  With B = Hq a kernel that swaps the mask's batch and head indices stays in
+#: bounds and reads slab (h, b) for (b, h); with B != Hq it would read past the mask.  Drawn at
+#: random (B = Hq about one case in COINCIDENCE_ODDS, then a 4-d mask by head one time in four
+#: since 2026-12-06), B = Hq = 2 with a 4-d mask came in 7 of 1,254 calls, and such a blind
+#: mutant lived through two seeds of three at 4 s a dtype (twelfth red team, 2026-12-06).
+COINCIDENT_HEADS = 3
 WIDE_HEAD_SCALE_FACTOR = 0.75
 #: The score-floor probe (forced only, within the size profile): every score of a row equal and
 #: about as low as the contract lets a finite score go (qk_limit: 1 / SCORE_HEADROOM of the
@@ -1028,8 +1053,12 @@ class _AttentionConfig:
             out["single-key"] = "special_values=False (caps take no NaN)"
         if not self.empty_inputs:
             out["empty-batch"] = "caps.empty_inputs=False (the target takes no empty batch)"
+        if max(self.max_seq, self.mid_keys_max) < BLOCK_ENDS_MIN_KEYS:
+            out["block-ends"] = f"max_seq (and the mid-keys limit, within caps.max_length) below {BLOCK_ENDS_MIN_KEYS}"
         if not self.bool_mask or self.max_batch < 2 or self.max_seq < 2:
             out["coincident-mask"] = "caps take no boolean mask (or masks=False), or max_batch or max_seq below 2"
+        if not self.bool_mask or min(self.max_batch, self.max_heads) < 2:
+            out["coincident-heads"] = "caps take no boolean mask (or masks=False), or max_batch or max_heads below 2"
         if wide_probe_head_dim(self.head_dims) is None:
             out["wide-head"] = "no head dim in (128, 256] within head_dims and caps"
         if not self.bool_mask or self.max_seq < 2:
@@ -1849,6 +1878,12 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
             batch = 1 << (pairs.bit_length() // 2)
             heads = -(-pairs // batch)
         heads_kv, group = (1, heads) if shared else (heads, 1)
+    elif c.probe == "block-ends":
+        # See BLOCK_ENDS_KEYS: few queries and heads against the most keys allowed.
+        seq_k, decode = min(BLOCK_ENDS_KEYS, max(c.max_seq, c.mid_keys_max)), False
+        seq_q = max(c.min_seq, min(seq_q, BLOCK_ENDS_QUERIES))
+        batch, heads_kv, group = 1, min(heads_kv, 2), min(group, 2)
+        head_dim = _small_head_dim(head_dim, c.head_dims, MID_KEYS_MAX_HEAD_DIM)
     elif c.probe == "causal-offset":
         # The longest side at max_seq, the other one past the power of two at or below half of
         # it (see CAUSAL_OFFSET_SIDES).
@@ -1923,6 +1958,9 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
     if c.probe == "coincident-mask":
         batch = seq_q = min(c.max_batch, 3, c.max_seq)
         seq_k = max(seq_k, min(c.max_seq, COINCIDENT_MASK_KEYS))
+    if c.probe == "coincident-heads":
+        batch = heads_kv = heads_q = min(c.max_batch, c.max_heads, COINCIDENT_HEADS)
+        group, seq_k = 1, max(seq_k, min(c.max_seq, COINCIDENT_MASK_KEYS))
     if c.probe == "single-key":
         seq_k, seq_q = 1, max(seq_q, min(c.max_seq, SINGLE_KEY_QUERIES))
         batch, heads_kv, group = 1, min(2, c.max_heads), 1
@@ -1975,6 +2013,12 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         confusable = draw(st.booleans()) and seq_q == batch >= 2
         # Likewise with B = Hq (see _batch_as_heads), the 3-d (Hq, Nq, Nk) mask three times in four.
         by_head = draw(st.integers(0, 3)) > 0 and batch == group * heads_kv >= 2 and not confusable
+        # And one such case in two (the 3-d first: it shrinks to it) the 4-d (B, Hq, Nq, Nk) mask,
+        # one for every (batch, head): with B = Hq a kernel that swaps the mask's batch and head
+        # indices stays in bounds and reads (h, b) for (b, h).  Drawn as any case, B = Hq = 2 with
+        # a 4-d mask came in 7 of 1,254 calls, and such a blind mutant lived through seeds 1 and 2
+        # of 4 s a dtype (twelfth red team, 2026-12-06).
+        by_head_4d = draw(st.booleans())
         # With groups of query heads (GQA), a mask of its own for each query head one time in two:
         # a kernel that packs a group's heads into one tile and loads the mask once, at the
         # group's first head, reads the wrong rows only there.  Drawn as any case, a mask that
@@ -1997,7 +2041,7 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
             groups = (MASK_SHAPES_BY_RANK + ((QUERY_BROADCAST_SHAPES,) if mask.kind in KEY_MASK_KINDS else ())
                       + ((KEY_BROADCAST_SHAPES,) if mask.kind in KEY_BROADCAST_KINDS and c.mask_key_broadcast else ()))
             mask_shape = draw(st.sampled_from(draw(st.sampled_from(groups))))
-            mask_shape = "qk" if confusable else "hqk" if by_head else mask_shape
+            mask_shape = "qk" if confusable else ("bhqk" if by_head_4d else "hqk") if by_head else mask_shape
             if per_head:
                 mask_shape = draw(st.sampled_from(PER_HEAD_MASK_SHAPES))
             if by_head or per_head:
@@ -2012,6 +2056,8 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
             mask, mask_shape, causal = MaskSpec("random", density=0.5), draw(st.sampled_from(shapes)), False
         if c.probe == "coincident-mask":
             mask, mask_shape, causal = MaskSpec("random", density=0.5), "qk", False
+        if c.probe == "coincident-heads":
+            mask, mask_shape, causal = MaskSpec("random", density=0.5), "bhqk", False
         mask_layout = draw(st.sampled_from(c.mask_layouts))
         if causal and not c.causal_with_mask:
             mask, mask_shape = None, "qk"
@@ -2019,7 +2065,7 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         # 2, B = Hq at rank 3; or one mask a group of query heads where each has its own), however
         # drawn, keeps its rank: expanded to (B, Hq, Nq, Nk) it would not.
         misread = mask is not None and ((mask_shape == "qk" and seq_q == batch >= 2)
-                                        or (mask_shape == "hqk" and batch == group * heads_kv >= 2)
+                                        or (mask_shape in ("hqk", "bhqk") and batch == group * heads_kv >= 2)
                                         or (mask_shape in PER_HEAD_MASK_SHAPES and group >= 2))
         if misread and mask_layout == "expanded":
             mask_layout = "contiguous"
@@ -2121,6 +2167,14 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         scale = scale if tamed is None else tamed
     if c.probe == "negative-scale":
         scale, q, k = _negative_scale_recipes(fmt, head_dim, c.roundoffs[fmt.name])
+    if c.probe == "block-ends":
+        # See BLOCK_ENDS_KEYS: drawn as usual, then replaced (the same choices).
+        scale, causal, mask, mask_shape, mask_layout = None, False, None, "qk", "contiguous"
+        lift = (math.log(seq_k) + 1.0) / math.sqrt(head_dim)  # scores: (1 / sqrt(D)) * D * gap
+        q = ValueRecipe("constant", offset=1.0)
+        k = ValueRecipe("key-spike", scale=BLOCK_ENDS_K_SPREAD, gap=float(f"{lift:.3g}"),
+                        count=KEY_SPIKE_AT.index("block-ends"))
+        v = position_distinct(ValueRecipe("normal", scale=1.0), fmt)
     if c.probe == "near-ties":
         jitter = draw(st.sampled_from(NEAR_TIES_JITTERS))
         causal, scale = False, None
@@ -2143,6 +2197,8 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         v = ValueRecipe("uniform", scale=big / 2.0, offset=big)
         specials = ((SpecialSpec("nan", "q", (0, 0, min(1, seq_q - 1), 0)),)
                     + ((SpecialSpec("nan", "k", (0, heads_kv - 1, 0, 0)),) if heads_kv >= 2 else ()))
+    if c.probe == "block-ends":
+        specials = ()
     if c.probe == "wide-head":
         # See WIDE_HEAD_PROBE_KEYS: the causal flag and a mask where allowed, the caller's scale.
         scale, causal, specials = WIDE_HEAD_SCALE_FACTOR / math.sqrt(head_dim), c.causal, ()

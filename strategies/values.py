@@ -129,9 +129,20 @@ VERY_NEGATIVE_CEILING = -1.25e4
 #: Kinds whose ``scale`` is a spread around ``offset``: tiny/huge-scale features apply.
 #: Where a ``dominant`` row's large entry is, by its ``count``.
 DOMINANT_AT = ("random", "last", "first")
-#: Which key of a (batch, head) a ``key-spike`` recipe lifts, by its ``count``.
-KEY_SPIKE_AT = ("first", "last", "either", "alternate", "alternate-last")
+#: Which key of a (batch, head) a ``key-spike`` recipe lifts, by its ``count``: ``block-ends``
+#: lifts every key at a power-of-two block's edge, 2**j - 1 and 2**j for j >= 4 (15, 16, 31, 32,
+#: ...), see ``block_end_keys``.
+KEY_SPIKE_AT = ("first", "last", "either", "alternate", "alternate-last", "block-ends")
 SPREAD_KINDS = ("normal", "uniform", "ties", "dominant", "outliers", "drift", "seq-drift", "slab-levels")
+
+
+def block_end_keys(n_keys: int) -> tuple[int, ...]:
+    """The key positions at the edges of power-of-two blocks below ``n_keys``: 2**j - 1 (a
+    block's last key) and 2**j (the next block's first) for j >= 4, e.g. 15, 16, ..., 2047, 2048
+    for 2049 keys.  A kernel whose loop bounds, tail masks or split boundaries lose or double a
+    key at such an edge (every 1024th key skipped, a block's last column left out of its
+    maximum) does it at one of them, whatever its block width."""
+    return tuple(p for j in range(4, n_keys.bit_length()) for p in (2**j - 1, 2**j) if p < n_keys)
 
 
 @dataclass(frozen=True)
@@ -162,7 +173,7 @@ class ValueRecipe:
         if self.kind == "zero-run" and not 0 < self.gap <= 1:
             raise spec_error("value recipe", "a zero run's share (gap) must lie in (0, 1]", self.gap)
         if self.kind == "key-spike" and self.count >= len(KEY_SPIKE_AT):
-            raise spec_error("value recipe", f"a key spike's count picks {KEY_SPIKE_AT} (0 to 4)", self.count)
+            raise spec_error("value recipe", f"a key spike's count picks {KEY_SPIKE_AT} (0 to 5)", self.count)
 
     # ---- replay -----------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -239,7 +250,7 @@ class ValueRecipe:
         or 4), which is the first-key and the last-key spike in turn.  A kernel that walks its
         key blocks forward, and one that walks them backward, then both meet the spike first in
         some (batch, head) and last in another, whatever the seed."""
-        if self.kind == "key-spike" and self.count >= 3:
+        if self.kind == "key-spike" and self.count in (3, 4):
             first, last = replace(self, count=0), replace(self, count=1)
             return (first, last) if self.count == 3 else (last, first)
         return (self,)
@@ -319,6 +330,9 @@ class ValueRecipe:
                 raise AssertionError("key-spike draws a K tensor: shape (..., keys, head_dim)")
             x = self.offset + self.scale * rng.standard_normal(shape)
             heads = x.reshape(-1, shape[-2], n)
+            if KEY_SPIKE_AT[self.count] == "block-ends":
+                heads[:, list(block_end_keys(shape[-2])), :] += self.gap
+                return x
             # Which end, for each (batch, head): the first (0) or the last key.
             slabs = np.arange(heads.shape[0])
             if self.count < 2:

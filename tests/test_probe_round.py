@@ -75,6 +75,12 @@ def _attention_probe_holds(probe: str, case) -> bool:
     s = case.spec
     return {
         "empty-batch": s.batch == 0 and not s.specials and case.build().q.shape[0] == 0,
+        "coincident-heads": (s.mask is not None and s.mask.kind == "random" and s.mask.density == 0.5
+                             and s.mask_shape == "bhqk" and not s.causal and s.batch == s.heads_q == s.heads_kv >= 2
+                             and s.seq_k >= min(MAX_SEQ, 16) and s.mask_layout != "expanded"),
+        "block-ends": (s.k.kind == "key-spike" and s.k.count == 5 and s.q.kind == "constant" and s.mask is None
+                       and not s.causal and not s.specials and s.batch == 1
+                       and s.seq_k == min(A.BLOCK_ENDS_KEYS, max(MAX_SEQ, A.MID_KEYS_MAX))),
         "zero-scale": s.scale == 0.0 and "scale:zero" in case.features,
         "single-key": (s.seq_k == 1 and s.seq_q >= 2 and s.mask is None and not s.causal
                        and [(x.kind, x.tensor) for x in s.specials][:1] == [("nan", "q")]
@@ -314,22 +320,24 @@ def test_which_probes_the_arguments_allow_and_clear_errors_otherwise() -> None:
     assert "mixed-row" not in softmax_probes(caps=Capabilities(max_length=S.MIXED_MIN_LENGTH - 1))
     assert "mixed-row" in softmax_probes(caps=Capabilities(max_length=S.MIXED_MIN_LENGTH))
     assert attention_probes(probes=False, index_widths=False) == ("empty-batch", "zero-scale", "single-key", "negative-scale", "near-ties",
-                                                                  "broadcast-mask", "coincident-mask",
+                                                                  "broadcast-mask", "coincident-mask", "coincident-heads",
                                                                   "causal-offset", "wide-head", "score-floor",
-                                                                  "masked-lead", "masked-tail")  # not sizes
+                                                                  "block-ends", "masked-lead", "masked-tail")  # not sizes
     assert "masked-lead" not in attention_probes(caps=Capabilities(bool_mask=False))
     assert "single-key" not in attention_probes(caps=Capabilities(special_values=False))
     assert "empty-batch" not in attention_probes(caps=Capabilities(empty_inputs=False))
     assert "no-rows" not in softmax_probes(caps=Capabilities(empty_inputs=False))
     assert "wide-head" not in attention_probes(caps=Capabilities(head_dim_max=128))
     assert "coincident-mask" not in attention_probes(caps=Capabilities(bool_mask=False))
+    assert "coincident-heads" not in attention_probes(caps=Capabilities(bool_mask=False))
+    assert "coincident-heads" not in attention_probes(caps=Capabilities(max_heads=1))
     assert "broadcast-mask" not in attention_probes(caps=Capabilities(bool_mask=False))
     assert "masked-tail" in attention_probes(caps=Capabilities(bool_mask=False))  # by the causal flag
     assert "masked-tail" not in attention_probes(caps=Capabilities(bool_mask=False, causal_square_only=True))
     assert "masked-tail" not in attention_probes(caps=Capabilities(neg_inf=False))
     assert attention_probes(max_seq=8) == ("empty-batch", "zero-scale", "single-key", "negative-scale", "near-ties", "broadcast-mask",
-                                           "coincident-mask", "causal-offset", "wide-head", "score-floor", "many-heads",
-                                           "mid-keys", "mid-queries", "masked-lead", "masked-tail",
+                                           "coincident-mask", "coincident-heads", "causal-offset", "wide-head", "score-floor", "many-heads",
+                                           "mid-keys", "block-ends", "mid-queries", "masked-lead", "masked-tail",
                                            "index-width")  # absorption: 17 keys
     assert "causal-offset" not in attention_probes(caps=Capabilities(causal_square_only=True))
     assert "causal-offset" not in attention_probes(caps=Capabilities(causal=False))
@@ -365,7 +373,10 @@ def test_absorption_values_are_per_head() -> None:
         for got in (whole, by_group):
             assert got.tolist() == [first if g % 2 == 0 else 9 - first for g in range(len(got))]
     with pytest.raises(ValueError, match="key spike's count"):
-        ValueRecipe("key-spike", count=5)
+        ValueRecipe("key-spike", count=6)
+    # count 5: the keys at power-of-two block edges (the block-ends probe), in every group
+    edges = ValueRecipe("key-spike", scale=0.0, gap=5.0, count=5).sample(rng, (2, 3, 40, 2), fmt, 1e9)
+    assert all(np.flatnonzero(g[:, 0]).tolist() == [15, 16, 31, 32] for g in edges.reshape(6, 40, 2))
     v = ValueRecipe("ends-opposed", scale=0.01, offset=1.0).sample(rng, (2, 3, 10, 4), fmt, 1e9)
     v = v.reshape(6, 10, 4)
     assert (v[:, [0, 9]] > 0.9).all() and (v[:, 1:9] < -0.9).all()
@@ -453,7 +464,7 @@ def test_an_attention_campaign_cell_tries_the_probes_in_its_first_chunk_too(monk
         run_cell(target, "float32", base, budget_s=600.0, seed=1, max_examples=40, observe=False)
     args = search._strategy_args(target, "float32", base)
     for probe in ("empty-batch", "zero-scale", "single-key", "negative-scale", "near-ties", "broadcast-mask",
-                  "coincident-mask", "causal-offset", "wide-head", "score-floor", "masked-tail"):
+                  "coincident-mask", "coincident-heads", "causal-offset", "wide-head", "score-floor", "masked-tail"):
         simplest = find(attention_cases(**args, probe=probe), lambda c: True, settings=first)
         assert sum(c.spec == simplest.spec for c in seen) == 1, probe
 
