@@ -421,6 +421,21 @@ def test_program_units_and_the_work_count_rows_query_tiles_and_every_repetition(
         assert s.batch * s.heads_q * s.tile * s.seq_q * s.head_dim > 2**24
 
 
+def test_the_gate_estimates_a_wide_case_from_the_last_wide_case_once_one_ran() -> None:
+    # The numbers of CI's failure (CPU, 2026-12-07): the ordinary case with the most programs,
+    # 320, took 0.415 s alone and past 2 ms a program under load; the first wide case, 266
+    # programs, took 0.047 s; the next, of 13,130 programs, was put at 28 s by programs.
+    slow_ordinary, widest = (320, 0.70), (15_736_832, 0.70)
+    wide = (3_404_800, 266, 0.047)
+    assert search.wide_estimate(9_873_760, 13_130, widest, slow_ordinary, None) > 20  # before: by programs
+    by_work = search.wide_estimate(9_873_760, 13_130, widest, slow_ordinary, wide)
+    assert by_work == pytest.approx(0.047 * 9_873_760 / 3_404_800)  # the wide case's rate: 0.2 ms a program
+    # a kernel under the interpreter stays bound by its programs, by the wide case's own rate
+    interpreted = (3_404_800, 266, 266 * 13e-3)
+    assert search.wide_estimate(9_873_760, 13_130, widest, None, interpreted) == pytest.approx(13_130 * 13e-3)
+    assert search.wide_estimate(9_873_760, 13_130, None, None, None) is None
+
+
 def test_a_wide_case_the_gate_stops_is_not_saved_as_a_failure(monkeypatch) -> None:
     # The gate raises inside the property; Hypothesis would record the example in flight as a
     # failure, and later runs would replay an input that never failed.

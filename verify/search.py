@@ -570,6 +570,30 @@ def wide_pilot(case, seconds: float | None, gate: float, widest: tuple[int, floa
     return pilot if probe_work(pilot) > widest[0] else None
 
 
+def wide_estimate(work: int, units: int, widest: tuple[int, float] | None, most: tuple[int, float] | None,
+                  wide_ref: tuple[int, int, float] | None) -> float | None:
+    """The wide-offsets gate's estimate of a wide case's target call (``work``: its probe_work,
+    ``units``: its program_units), or None where no case ran to time it.  ``wide_ref``: the
+    largest wide case (or pilot) checked so far, (work, units, seconds): a repeated block just
+    past the same width, the nearest measured case, so where there is one it alone decides,
+    by work, and by programs too where its own rate says the target is bound by them.  Else
+    the largest ordinary case by work (``widest``), and where the case with the most programs
+    (``most``) took over PROGRAM_BOUND_S a program, by programs as well.  An ordinary case's
+    rate sits near the bound for a PyTorch callable with a loop a pair (1.3 ms a program:
+    CI's load once lifted it past 2 ms, and the estimate of a wide case that took 0.05 s with
+    it to 28 s: CPU, 2026-12-07); a wide case's own rate is 0.2 ms there."""
+    if wide_ref is not None:
+        ref_work, ref_units, ref_s = wide_ref
+        seconds = wide_case_seconds((ref_work, ref_s), work)
+        if seconds is not None and ref_units > 0 and ref_s > PROGRAM_BOUND_S * ref_units:
+            seconds = max(seconds, wide_case_seconds((ref_units, ref_s), units))
+        return seconds
+    seconds = wide_case_seconds(widest, work)
+    if seconds is not None and most is not None and most[1] > PROGRAM_BOUND_S * most[0]:
+        seconds = max(seconds, wide_case_seconds(most, units))
+    return seconds
+
+
 #: A target whose case with the most programs (program_units) took more than this a program is
 #: taken as bound by its programs (a kernel under the Triton interpreter: ~18 ms each), and the
 #: wide-offsets gate off CUDA estimates its case by programs as well as by work.  On this CPU
@@ -806,7 +830,7 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
                              "probe_costs": {}, "tiles_pilots": {},
                              "last_case": None, "last_target_s": 0.0, "last_one_call_s": 0.0,
                              "fastest_one_call_s": math.inf, "any_size": False, "widest": None,
-                             "most_programs": None, "wide_gate": None, "wide_pilots": 0, "found_work": 0}
+                             "most_programs": None, "wide_ref": None, "wide_gate": None, "wide_pilots": 0, "found_work": 0}
     any_size_opts = replace(opts, call_checks_at_any_size=True)  # a probe's cases, one in SECOND_CALL_ODDS
     start = time.perf_counter()
     # The first example's time, up to max(budget, WARMUP_CAP_S), left out of the budget and of
@@ -901,11 +925,8 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
 
     def wide_seconds(case) -> float | None:
         """The wide-offsets gate's estimate of ``case``'s target call (wide_case_seconds)."""
-        seconds = wide_case_seconds(state["widest"], probe_work(case))
-        most = state["most_programs"]
-        if seconds is not None and most is not None and most[1] > PROGRAM_BOUND_S * most[0]:
-            seconds = max(seconds, wide_case_seconds(most, program_units(case)))
-        return seconds
+        return wide_estimate(probe_work(case), program_units(case), state["widest"], state["most_programs"],
+                             state["wide_ref"])
 
     def check(case, drawn: bool = True) -> None:
         """``case`` run and checked: recorded, and a violation, hang or lost context raised;
@@ -950,6 +971,8 @@ def check_cell(target: Target, dtype: str, opts: CheckOptions) -> CellResult:
             units = program_units(case)
             if state["most_programs"] is None or units > state["most_programs"][0]:
                 state["most_programs"] = (units, out.seconds)
+            if case.spec.tile > 1 and (state["wide_ref"] is None or work > state["wide_ref"][0]):
+                state["wide_ref"] = (work, units, out.seconds)
         if drawn:
             hyp_target(min(out.evaluation.max_ratio, 1e12), label="error/tolerance")
         if out.evaluation.violations:
