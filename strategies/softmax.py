@@ -72,7 +72,7 @@ from strategies.lengths import (
 from strategies.masks import MASK_KINDS, MaskSpec, keep_features, mask_specs
 from strategies.rounding import to_format
 from strategies.specials import SpecialSpec, special_kinds, special_specs
-from strategies.values import (NEAR_UNIFORM_STEPS, ValueRecipe, full_drift, is_near_uniform_ladder,
+from strategies.values import (DOMINANT_AT, NEAR_UNIFORM_STEPS, ValueRecipe, full_drift, is_near_uniform_ladder,
                                near_uniform_ladder, position_distinct, sample_groups, stale_plateau, value_recipes,
                                well_mixed)
 from verify.capabilities import Capabilities
@@ -157,7 +157,7 @@ GRID_ROWS_MAX_LENGTH = 16
 #: The rare probes of ``softmax_cases``, by name: ``probe=`` draws only that one (and
 #: ``softmax_probes`` says which the arguments allow).
 SOFTMAX_PROBES = ("no-rows", "one-entry", "floor-row", "spread-ladder", "narrow-values", "four-d", "many-rows", "mixed-row",
-                  "long-row", "plateau-row", "edge-spike", "masked-long", "index-width", "grid-rows", "wide-offsets")  # cheapest first
+                  "long-row", "plateau-row", "edge-spike", "masked-long", "block-ends", "index-width", "grid-rows", "wide-offsets")  # cheapest first
 #: The no-rows probe (forced only, where caps.empty_inputs): a case drawn as any other, then given
 #: no rows (``rows = 0``) and no special entries: shape (0, N), (B, 0, N) or (B, H, 0, N) as its
 #: batch and heads were drawn, the layout, length and mask as drawn.  The output is empty, of
@@ -214,6 +214,17 @@ SPREAD_LADDER_FEATURE = "values:spread-ladder"
 #:   leave leading blocks of at most 128 entries; a blind mutant with chunks of 1024 lived
 #:   (sixth red team, 2026-12-05).
 MASKED_LONG_SHIFTS = 2
+#: The block-ends probe (forced only, where long rows are allowed), the attention probe's twin:
+#: two rows of the longest long-row length, no mask, no special value, every entry at a
+#: power-of-two block's edge (``values.block_end_keys``: 15, 16, 31, 32, ..., 16383, 16384 on the
+#: CPU) lifted over the row's maximum, its spread kept: in row 0 by ln(n) + 1, so that those
+#: entries hold nearly all the weight, in row 1 by the row shift (row_shift_for), so that they
+#: alone hold it (the rest are 0).  A kernel that loses such an entry from its maximum and sum,
+#: counts it twice where two blocks meet, or leaves its output unwritten is off by about a
+#: share 1 / (2 log2 n) of the row there, whatever its block width: dropping every 1024th or
+#: 2048th entry of random rows moved the output by 1.0 to 1.5 of the tolerance in float16 and
+#: bfloat16, where only the mixed row's bias check stood between (CPU, 2026-12-07).
+BLOCK_ENDS_GAP_NATS = 1.0
 #: The narrow-values probe (forced only, for float32 and float64 inputs): an ordinary case whose
 #: values are first rounded to the next narrower format (float64 -> float32, float32 ->
 #: bfloat16), as inputs upcast from it are.  The input still asks for its own format's accuracy:
@@ -611,7 +622,7 @@ class _SoftmaxConfig:
         if not any(f.name in NARROWER for f in self.formats):
             out["narrow-values"] = "no float32 or float64 among the dtypes"
         if self.long_range is None:
-            out["edge-spike"] = out["masked-long"] = out["long-row"]
+            out["edge-spike"] = out["masked-long"] = out["block-ends"] = out["long-row"]
         elif not self.masks:
             out["masked-long"] = "masks=False, or caps take no -inf"
         return out
@@ -914,7 +925,7 @@ def _softmax_cases(draw: st.DrawFn, c: _SoftmaxConfig) -> SoftmaxCase:
         elif forced == "narrow-values":
             # The most rows of the longest length first: one entry's softmax is 1 in any format.
             rows, length = largest_first(draw, 1, c.max_rows), largest_first(draw, c.min_length, c.max_length)
-        elif forced in ("edge-spike", "masked-long"):
+        elif forced in ("edge-spike", "masked-long", "block-ends"):
             length, rows, batch, heads = c.long_range[1], 2, 0, 0
         elif forced == "floor-row":
             length, rows, batch, heads = floor_row_length(c.min_length, c.max_length), min(2, c.max_rows), 0, 0
@@ -1007,6 +1018,12 @@ def _softmax_cases(draw: st.DrawFn, c: _SoftmaxConfig) -> SoftmaxCase:
         # See MASKED_LONG_SHIFTS: the spike at the end of row 0, at the start of row 1.
         gap = row_shift_for(fmt)
         recipes = tuple(ValueRecipe("dominant", scale=1.0, gap=gap, count=at) for at in (1, 2))
+        specials, mask = (), MaskSpec()
+    if c.probe == "block-ends" and explicit is None:
+        # See BLOCK_ENDS_GAP_NATS: most of the weight at the edges (row 0), all of it (row 1).
+        at = DOMINANT_AT.index("block-ends")
+        recipes = tuple(ValueRecipe("dominant", scale=1.0, gap=gap, count=at)
+                        for gap in (math.log(length) + BLOCK_ENDS_GAP_NATS, row_shift_for(fmt)))
         specials, mask = (), MaskSpec()
     if c.probe == "masked-long" and explicit is None:
         # See MASKED_LONG_SHIFTS: the last quarter live (lead; the simplest case) or the first (tail).

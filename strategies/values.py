@@ -127,8 +127,12 @@ ALL_VALUE_KINDS = tuple(dict.fromkeys(SOFTMAX_VALUE_KINDS + V_VALUE_KINDS + K_VA
 VERY_NEGATIVE_CEILING = -1.25e4
 
 #: Kinds whose ``scale`` is a spread around ``offset``: tiny/huge-scale features apply.
-#: Where a ``dominant`` row's large entry is, by its ``count``.
-DOMINANT_AT = ("random", "last", "first")
+#: Where a ``dominant`` row's large entry is, by its ``count``: ``block-ends`` lifts every entry
+#: at a power-of-two block's edge (``block_end_keys``) to the row's maximum plus the gap, less
+#: BLOCK_END_SPREAD times its own distance below the highest of them: near-equal shares (within
+#: a factor 1.5 for scale 1), so that each edge's holds about 1 / (edges) of their weight.
+DOMINANT_AT = ("random", "last", "first", "block-ends")
+BLOCK_END_SPREAD = 0.125
 #: Which key of a (batch, head) a ``key-spike`` recipe lifts, by its ``count``: ``block-ends``
 #: lifts every key at a power-of-two block's edge, 2**j - 1 and 2**j for j >= 4 (15, 16, 31, 32,
 #: ...), see ``block_end_keys``.
@@ -169,7 +173,7 @@ class ValueRecipe:
         if self.scale < 0 or not 0 <= self.rate <= 1 or self.count < 0:
             raise spec_error("value recipe", "need scale >= 0, 0 <= rate <= 1, count >= 0", self)
         if self.kind == "dominant" and self.count >= len(DOMINANT_AT):
-            raise spec_error("value recipe", f"a dominant entry's count picks {DOMINANT_AT} (0, 1 or 2)", self.count)
+            raise spec_error("value recipe", f"a dominant entry's count picks {DOMINANT_AT} (0 to {len(DOMINANT_AT) - 1})", self.count)
         if self.kind == "zero-run" and not 0 < self.gap <= 1:
             raise spec_error("value recipe", "a zero run's share (gap) must lie in (0, 1]", self.gap)
         if self.kind == "key-spike" and self.count >= len(KEY_SPIKE_AT):
@@ -321,6 +325,12 @@ class ValueRecipe:
         if k == "dominant":
             x = self.offset + self.scale * rng.standard_normal(shape)
             rows = x.reshape(-1, n)
+            if DOMINANT_AT[self.count] == "block-ends":
+                at = list(block_end_keys(n))
+                for row in rows if at else ():  # rows of 16 entries or fewer have no such edge
+                    # each edge near an equal share (BLOCK_END_SPREAD), none tied
+                    row[at] = row.max() + self.gap + BLOCK_END_SPREAD * (row[at] - row[at].max())
+                return x
             for row in rows:
                 at = (rng.integers(0, n), n - 1, 0)[self.count]
                 row[at] = row.max() + self.gap

@@ -30,6 +30,7 @@ from strategies import (
 from strategies import attention as A
 from strategies import softmax as S
 from strategies.lengths import GRID_AXIS_LIMIT, GRID_COUNTS, INDEX_WIDTH_LENGTHS
+from strategies.values import block_end_keys
 from verify import search
 from verify.capabilities import Capabilities
 from verify.dtypes import get_format
@@ -64,6 +65,8 @@ def _softmax_probe_holds(probe: str, case) -> bool:
         "narrow-values": s.narrow == S.NARROWER.get(s.dtype, "none") and "values:narrow" in case.features,
         "edge-spike": (s.length == 16385 and total_rows == 2 and not s.specials and s.mask.kind == "none"
                        and [(r.kind, r.count) for r in s.recipes] == [("dominant", 1), ("dominant", 2)]),
+        "block-ends": (s.length == 16385 and total_rows == 2 and not s.specials and s.mask.kind == "none"
+                       and [(r.kind, r.count) for r in s.recipes] == [("dominant", 3), ("dominant", 3)]),
         "masked-long": (s.length == 16385 and total_rows == 2 and not s.specials
                         and s.mask.kind in ("leading-block", "key-padding")),
         "four-d": s.heads >= 1 and s.batch >= 1 and "shape:4d" in case.features,
@@ -266,6 +269,12 @@ def test_the_simplest_case_of_a_forced_probe_is_its_strongest() -> None:
         dataclasses.replace(narrow, narrow="").build(), x)
     spike = find(softmax_cases(probe="edge-spike"), lambda c: True, **first).spec  # float32 first: 112 nats
     assert [(r.kind, r.count, r.gap) for r in spike.recipes] == [("dominant", 1, 112.0), ("dominant", 2, 112.0)]
+    ends = find(softmax_cases(probe="block-ends"), lambda c: True, **first)
+    assert [r.gap for r in ends.spec.recipes] == [math.log(16385) + S.BLOCK_ENDS_GAP_NATS, 112.0]
+    weights = torch.softmax(ends.build().double(), -1)
+    edges = list(block_end_keys(16385))
+    assert len(edges) == 22 and (weights[0, edges].sum() > 0.99).item() and (weights[1, edges].sum() == 1).item()
+    assert (weights[:, edges].min() > 0.5 / 22).item()  # every edge near an equal share
     masked = find(softmax_cases(probe="masked-long"), lambda c: True, **first).spec
     assert masked.mask.kind == "leading-block" and masked.mask.block == masked.length - masked.length // 4
     assert masked.recipes[0].offset == -2 * 112.0  # live entries far below 0: a stand-in maximum of 0 outweighs them
@@ -306,10 +315,10 @@ def test_which_probes_the_arguments_allow_and_clear_errors_otherwise() -> None:
     assert softmax_probes(elementwise=True) == ()
     assert softmax_probes(caps=Capabilities(max_length=1000), max_length=300) == (
         "no-rows", "one-entry", "floor-row", "spread-ladder", "narrow-values", "four-d", "many-rows", "long-row", "plateau-row",
-        "edge-spike", "masked-long")
+        "edge-spike", "masked-long", "block-ends")
     assert softmax_probes(many_rows=False, four_d=False) == ("no-rows", "one-entry", "floor-row", "spread-ladder", "narrow-values",
                                                              "mixed-row", "long-row", "plateau-row", "edge-spike",
-                                                             "masked-long", "index-width")
+                                                             "masked-long", "block-ends", "index-width")
     assert "spread-ladder" not in softmax_probes(caps=Capabilities(max_length=1))
     assert "masked-long" not in softmax_probes(caps=Capabilities(neg_inf=False))
     assert "narrow-values" not in softmax_probes(dtypes=("float16", "bfloat16"))

@@ -788,7 +788,7 @@ def test_invalid_arguments_explain_themselves(make, message: str) -> None:
         {"op": "softmax", "dtype": "float8_e4m3fn", "rows": 1, "length": 4, "mask": {"kind": "causal"}},
         {"op": "softmax", "dtype": "float32", "rows": 1, "length": 4, "layout": "diagonal"},
         {"op": "softmax", "dtype": "float32", "rows": 1, "length": 4, "row_shift": -1.0},
-        {"op": "softmax", "dtype": "float32", "rows": 1, "length": 4, "recipes": [{"kind": "dominant", "count": 3}]},
+        {"op": "softmax", "dtype": "float32", "rows": 1, "length": 4, "recipes": [{"kind": "dominant", "count": 4}]},
         {"op": "attention", "dtype": "float32", "batch": 1, "heads_q": 3, "heads_kv": 2, "seq_q": 1, "seq_k": 1, "head_dim": 4},
         {"op": "attention", "dtype": "float32", "batch": 1, "heads_q": 1, "heads_kv": 1, "seq_q": 1, "seq_k": 1},
         # batch = 0 is the empty-batch probe; no other size may be 0

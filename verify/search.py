@@ -87,9 +87,10 @@ SECOND_CALL_PROBES = ("four-d", "many-rows", "long-row", "plateau-row", "index-w
 #:   (many-rows: 0.3 s), again the margin of an interpreted mutant in the main job; a PyTorch
 #:   callable on the CPU took 0.03 s for many-rows, 0.2 s for the mixed row.
 #: On a GPU each takes milliseconds.
-#: - edge-spike and masked-long, after long-row: the long row's length again, as plateau-row.
+#: - edge-spike, masked-long and block-ends, after long-row: the long row's length again, as plateau-row.
 SPEED_GATED_PROBES = {"plateau-row": ("long-row", 1.0, 0.0), "mixed-row": ("many-rows", 0.0, 0.03),
-                      "edge-spike": ("long-row", 1.0, 0.0), "masked-long": ("long-row", 1.0, 0.0)}
+                      "edge-spike": ("long-row", 1.0, 0.0), "masked-long": ("long-row", 1.0, 0.0),
+                      "block-ends": ("long-row", 1.0, 0.0)}
 
 
 def speed_gated_out(probe: str, ran: tuple[str, ...], costs: dict, budget_s: float | None) -> bool:
