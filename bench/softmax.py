@@ -151,6 +151,10 @@ def sweep_variants(n: int, dtype_name: str):
                            else ("coop16", {}, ((6, 4), (8, 2))))
         variants += [(f"{tag}_pps{k}_c2048_w{w}", kw, {"cooperative": True, "coop_chunk": 2048, "coop_warps": w,
                                                        "coop_programs_per_sm": k}) for k, w in shapes]
+    if dtype_name != "fp32" and n % 8 and n > 65536:
+        # 16-bit rows off 16-byte boundaries (--ns 262145): the default cooperative launch with
+        # windows from the boundary before each row (TUNING's coop_align; off by default until timed)
+        variants.append(("coop_align", {}, {"coop_align": True}))
     if n in (32768, 65536) and dtype_name != "fp32":
         # 16-bit rows whole in registers: the single-pass kernel, and the persistent single pass
         # with prefetch (the cooperative kernel with one chunk a row)

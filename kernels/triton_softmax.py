@@ -381,6 +381,8 @@ SCHEDULES = ("rows", "pipelined", "online", "split", "cooperative", "spans")
 #: cooperative program normalize its chunk by its own statistics (it still publishes them and
 #: reads the slots once, but never waits on or merges its partners'), so the time of such a
 #: launch bounds what waiting for the exchange costs (None: the exchange, as always).
+#: ``coop_align``: the cooperative kernel's 16-byte windows for 16-bit rows off 16-byte
+#: boundaries (``_coop_align_elements``; None: off, not yet timed on a GPU; True: on where it applies).
 TUNING: dict = {"rows_warps": None, "stream_warps": None, "stream_block": None,
                 "online_programs_per_sm": None, "rows_block_r": None,
                 "cooperative": None, "coop_chunk": None, "coop_warps": None, "coop_groups": None,
@@ -389,7 +391,7 @@ TUNING: dict = {"rows_warps": None, "stream_warps": None, "stream_block": None,
                 "pipelined": None, "pipe_warps": None, "pipe_stages": None, "pipe_per_sm": None,
                 "align_rows": None, "row_pieces": None, "pieces_warps": None,
                 "spans": None, "spans_block": None, "spans_warps": None, "spans_per_sm": None, "spans_span": None,
-                "spans_groups": None, "spans_lag": None, "coop_exchange": None}
+                "spans_groups": None, "spans_lag": None, "coop_exchange": None, "coop_align": None}
 
 
 def _tuned(key: str, default):
@@ -1011,11 +1013,12 @@ def _merge_with_own(mc, lc, n_chunks, c, m_own, l_own, BLOCK_S: tl.constexpr):
 
 
 @triton.jit
-def _cooperative_row_stats(x_row, slots, packed, n_cols, n_chunks, c, m_own, l_own, spin_limit, counts,
+def _cooperative_row_stats(x_row, slots, packed, n_cols, n_chunks, c, m_own, l_own, spin_limit, counts, off,
                            CHUNK: tl.constexpr, BLOCK_S: tl.constexpr, PRECISE: tl.constexpr,
                            COUNT_SPINS: tl.constexpr):
     """(shift, l in float64) of a row from its n_chunks published chunk statistics (chunk c
-    is ours), given a first poll of the slots (``packed``, from _poll_slots).
+    is ours), given a first poll of the slots (``packed``, from _poll_slots); ``off``: the
+    row's first element within the chunks' windows (``_chunk_window``; 0 without ALIGN).
 
     Polls again at most spin_limit times while a chunk is missing; any chunk still
     unpublished after that is computed here from the input, so the result never depends on
@@ -1034,8 +1037,9 @@ def _cooperative_row_stats(x_row, slots, packed, n_cols, n_chunks, c, m_own, l_o
         for j in range(0, n_chunks):
             lj = tl.sum(tl.where(idx == j, lc, 0.0), axis=0)
             if lj == _COOP_EMPTY_L:
-                cols = j * CHUNK + offs
-                xj = tl.load(x_row + cols, mask=cols < n_cols, other=float("-inf")).to(tl.float32)
+                cols = j * CHUNK + offs  # chunk j's window, as its publisher loaded it
+                xj = tl.load(x_row - off + cols, mask=(cols >= off) & (cols < off + n_cols),
+                             other=float("-inf")).to(tl.float32)
                 mj, _pj, lj = _chunk_stats(xj, PRECISE)
                 mc = tl.where(idx == j, mj, mc)
                 lc = tl.where(idx == j, lj, lc)
@@ -1049,22 +1053,26 @@ def _coop_publish(slots, c, m_c, l_c, ok):
 
 
 @triton.jit
-def _coop_finish(x_row, y_row, lse_at, slots, packed, n_cols, n_chunks, c, cols, in_row, p, m_c, l_c, spin_limit,
+def _coop_finish(x_row, y_row, lse_at, slots, packed, n_cols, n_chunks, c, cols, off, p, m_c, l_c, spin_limit,
                  counts, CHUNK: tl.constexpr, BLOCK_S: tl.constexpr, COOP: tl.constexpr,
                  PRECISE: tl.constexpr, WRITE_Y: tl.constexpr, WRITE_LSE: tl.constexpr,
-                 COUNT_SPINS: tl.constexpr):
+                 COUNT_SPINS: tl.constexpr, ALIGN: tl.constexpr):
     """Write one row's chunk ``y = p * exp(m_c - shift) / l`` (and its LSE from chunk 0), once
     the row's statistics are merged from the published slots (``COOP``; ``packed`` is a first
-    poll of them) or are the chunk's own."""
+    poll of them) or are the chunk's own.  ``cols``: the chunk's window, ``off`` the row's
+    first element in it (``_chunk_window``).  With ALIGN the window's whole 16-byte groups
+    inside the row are stored with the alignment stated, the < ALIGN elements of a group the
+    row only partly fills (at most one at each end) by a small store of their own, their
+    exponentials taken again from the input (the same code on the same bits)."""
     shift = safe_max(m_c)
     l = l_c.to(tl.float64)
     if COOP:
         if WRITE_Y:
             shift, l = _cooperative_row_stats(x_row, slots, packed, n_cols, n_chunks, c, m_c, l_c, spin_limit,
-                                              counts, CHUNK, BLOCK_S, PRECISE, COUNT_SPINS)
+                                              counts, off, CHUNK, BLOCK_S, PRECISE, COUNT_SPINS)
         elif c == 0:  # only the LSE is wanted: one member per group merges
             shift, l = _cooperative_row_stats(x_row, slots, packed, n_cols, n_chunks, c, m_c, l_c, spin_limit,
-                                              counts, CHUNK, BLOCK_S, PRECISE, COUNT_SPINS)
+                                              counts, off, CHUNK, BLOCK_S, PRECISE, COUNT_SPINS)
     if WRITE_Y:
         # exp(m_c - shift) / l: 0 for an all -inf chunk or row (l = 0 read as 1), NaN
         # when l is; exactly 1 / l for the chunk holding the maximum.
@@ -1073,17 +1081,59 @@ def _coop_finish(x_row, y_row, lse_at, slots, packed, n_cols, n_chunks, c, cols,
             y = _times_f64(p, scale)
         else:
             y = p * scale.to(tl.float32)
-        tl.store(y_row + cols, y.to(y_row.dtype.element_ty), mask=in_row)
+        if ALIGN:
+            # Whole groups [lo, hi) through the aligned window; the partial groups apart.
+            lo = tl.multiple_of((off + ALIGN - 1) // ALIGN * ALIGN, ALIGN)
+            hi = tl.multiple_of((off + n_cols) // ALIGN * ALIGN, ALIGN)
+            y_win = y_row - off
+            tl.store(y_win + cols, y.to(y_row.dtype.element_ty), mask=(cols >= lo) & (cols < hi))
+            e = tl.arange(0, 2 * ALIGN)
+            at = tl.where(e < ALIGN, e, tl.maximum(hi, lo) + e - ALIGN)
+            edge = ((at >= off) & (at < off + n_cols) & ((at < lo) | (at >= hi))
+                    & (at >= c * CHUNK) & (at < c * CHUNK + CHUNK))
+            x_e = tl.load(x_row - off + at, mask=edge, other=float("-inf")).to(tl.float32)
+            p_e = _exp(x_e, safe_max(m_c), PRECISE)
+            if PRECISE:
+                y_e = _times_f64(p_e, scale)
+            else:
+                y_e = p_e * scale.to(tl.float32)
+            tl.store(y_win + at, y_e.to(y_row.dtype.element_ty), mask=edge)
+        else:
+            tl.store(y_row + cols, y.to(y_row.dtype.element_ty), mask=cols < n_cols)
     if WRITE_LSE:
         if c == 0:
             tl.store(lse_at, _lse(shift.to(tl.float64), l).to(tl.float32))
 
 
 @triton.jit
-def _load_chunk(X, row, n_rows, n_cols, stride_xr, cols):
+def _chunk_window(row, stride_xr, ALIGN: tl.constexpr):
+    """``off``, the row's first element within the chunks' windows: the windows tile the row
+    from the 16-byte boundary at or before its start, so every chunk's window starts on one
+    (ALIGN elements in 16 bytes; X's base pointer aligned), ``off`` = the row's start modulo
+    ALIGN; 0 without ALIGN (the windows start at the row)."""
+    if ALIGN:
+        off = (row * stride_xr) % ALIGN
+    else:
+        off = row * 0
+    return off
+
+
+@triton.jit
+def _load_chunk(X, row, n_rows, n_cols, stride_xr, cols, ALIGN: tl.constexpr):
     # A row past the last one loads nothing (an empty mask) and reads as all -inf.
     limit = tl.where(row < n_rows, n_cols, 0)
-    return tl.load(X + row * stride_xr + cols, mask=cols < limit, other=float("-inf"))
+    if ALIGN:
+        # Whole 16-byte groups from the window's aligned start, the lanes outside the row
+        # (before it in the first chunk, after it in the last: within the 16-byte groups that
+        # hold the row's first and last elements, so inside its allocation) read and then
+        # set to -inf.  A mask at group boundaries keeps the loads 16 bytes wide.
+        off = _chunk_window(row, stride_xr, ALIGN)
+        reach = tl.multiple_of(tl.where(limit > 0, (off + limit + ALIGN - 1) // ALIGN * ALIGN, 0), ALIGN)
+        x = tl.load(X + tl.multiple_of(row * stride_xr - off, ALIGN) + cols, mask=cols < reach, other=float("-inf"))
+        x = tl.where((cols >= off) & (cols < off + limit), x, float("-inf"))
+    else:
+        x = tl.load(X + row * stride_xr + cols, mask=cols < limit, other=float("-inf"))
+    return x
 
 
 @triton.jit
@@ -1092,7 +1142,7 @@ def _softmax_cooperative_kernel(
     CHUNK: tl.constexpr, BLOCK_S: tl.constexpr, COOP: tl.constexpr,
     PRECISE: tl.constexpr, WRITE_Y: tl.constexpr, WRITE_LSE: tl.constexpr,
     LAG: tl.constexpr = False, HOLD_X: tl.constexpr = False, EARLY_POLL: tl.constexpr = False,
-    COUNT_SPINS: tl.constexpr = False,
+    COUNT_SPINS: tl.constexpr = False, ALIGN: tl.constexpr = 0,
 ):
     """Cooperative split rows: every element read once and written once, for long rows.
 
@@ -1134,6 +1184,15 @@ def _softmax_cooperative_kernel(
     chunks' statistics itself from ``X`` with the same code: the kernel cannot deadlock, it
     degrades to reading such rows more than once.
 
+    Rows off 16-byte boundaries (``ALIGN``, the elements in 16 bytes, for 16-bit rows whose
+    stride is no multiple of them).  Triton proves no alignment for a row that starts off a
+    16-byte boundary and loads and stores it an element at a time.  With ALIGN the chunks'
+    windows tile each row from the 16-byte boundary at or before its start (``_chunk_window``;
+    the host gives them one more window's reach where the row needs it, and Y rows the same
+    offset modulo ALIGN as X's): whole groups are loaded 16 bytes at a time, the lanes outside
+    the row set to -inf, and stored so (``_coop_finish``).  A chunk then holds other elements
+    of the row than without ALIGN, so its sums, and the output's last bits, may differ.
+
     Diagnostic.  With ``COUNT_SPINS`` (``counting_cooperative_polls``) every program counts its
     polls into two int64 words the host appends after the slots (``SLOTS[n_rows * n_chunks]``).
 
@@ -1156,11 +1215,10 @@ def _softmax_cooperative_kernel(
     group = pid // n_chunks
     c = pid - group * n_chunks
     n_groups = tl.num_programs(0) // n_chunks
-    cols = c * CHUNK + tl.arange(0, CHUNK)
-    in_row = cols < n_cols
+    cols = c * CHUNK + tl.arange(0, CHUNK)  # the chunk's window (_chunk_window)
     # 64-bit offsets: row * stride can pass 2**31.  The host makes n_groups <= n_rows.
     first = tl.zeros([], tl.int64) + group
-    x = _load_chunk(X, first, n_rows, n_cols, stride_xr, cols)
+    x = _load_chunk(X, first, n_rows, n_cols, stride_xr, cols, ALIGN)
     if LAG:
         # The first row is published before the loop; each iteration then publishes the row
         # after the one it finishes (LAG requires COOP).
@@ -1168,7 +1226,7 @@ def _softmax_cooperative_kernel(
         _coop_publish(SLOTS + first * n_chunks, c, m_c, l_c, first < n_rows)
         if HOLD_X:
             p = x
-        x = _load_chunk(X, first + n_groups, n_rows, n_cols, stride_xr, cols)
+        x = _load_chunk(X, first + n_groups, n_rows, n_cols, stride_xr, cols, ALIGN)
     for row in range(group, n_rows, n_groups):
         row64 = tl.zeros([], tl.int64) + row  # row is a plain int when interpreted
         # The next load is issued before any work on this row, so the memory system stays
@@ -1177,7 +1235,7 @@ def _softmax_cooperative_kernel(
             if EARLY_POLL:
                 packed = _poll_slots(SLOTS + row64 * n_chunks, n_chunks, c, BLOCK_S)
             ahead = row64 + n_groups
-            x_next = _load_chunk(X, ahead + n_groups, n_rows, n_cols, stride_xr, cols)
+            x_next = _load_chunk(X, ahead + n_groups, n_rows, n_cols, stride_xr, cols, ALIGN)
             m_a, p_a, l_a = _chunk_stats(x.to(tl.float32), PRECISE)
             _coop_publish(SLOTS + ahead * n_chunks, c, m_a, l_a, ahead < n_rows)
             if not EARLY_POLL:
@@ -1187,16 +1245,16 @@ def _softmax_cooperative_kernel(
                 p_a = x
                 p_row = _exp(p.to(tl.float32), safe_max(m_c), PRECISE)  # as _chunk_stats computed it
         else:
-            x_next = _load_chunk(X, row64 + n_groups, n_rows, n_cols, stride_xr, cols)
+            x_next = _load_chunk(X, row64 + n_groups, n_rows, n_cols, stride_xr, cols, ALIGN)
             m_c, p_row, l_c = _chunk_stats(x.to(tl.float32), PRECISE)
             packed = tl.zeros([BLOCK_S], tl.int64)
             if COOP:
                 _coop_publish(SLOTS + row64 * n_chunks, c, m_c, l_c, row64 < n_rows)
                 packed = _poll_slots(SLOTS + row64 * n_chunks, n_chunks, c, BLOCK_S)
         _coop_finish(X + row64 * stride_xr, Y + row64 * stride_yr, LSE + row64, SLOTS + row64 * n_chunks, packed,
-                     n_cols, n_chunks, c, cols, in_row, p_row, m_c, l_c, spin_limit,
-                     SLOTS + n_rows * n_chunks,  # COUNT_SPINS only: two words after the slots
-                     CHUNK, BLOCK_S, COOP, PRECISE, WRITE_Y, WRITE_LSE, COUNT_SPINS)
+                     n_cols, n_chunks, c, cols, _chunk_window(row64, stride_xr, ALIGN), p_row, m_c, l_c,
+                     spin_limit, SLOTS + n_rows * n_chunks,  # COUNT_SPINS only: two words after the slots
+                     CHUNK, BLOCK_S, COOP, PRECISE, WRITE_Y, WRITE_LSE, COUNT_SPINS, ALIGN)
         if LAG:
             m_c, p, l_c = m_a, p_a, l_a
         x = x_next
@@ -1745,6 +1803,18 @@ def cooperative_constexprs(plan: _Plan, precise: bool, write_y: bool, write_lse:
                 COUNT_SPINS=_POLL_COUNTS is not None)  # a diagnostic: counting_cooperative_polls
 
 
+def _coop_align_elements(plan: _Plan, x2: torch.Tensor, y2: torch.Tensor | None) -> int:
+    """ALIGN for the cooperative kernel (its windows from the 16-byte boundary at or before
+    each row's start): as ``_align_elements`` for 16-bit rows off 16-byte boundaries, where
+    the chunks reach ALIGN - 1 elements past the row; else 0.  Off unless
+    ``TUNING["coop_align"]`` is True: not yet timed on a GPU (bf16 rows of 262145 took 34.5%
+    of copy, 0.72x torch.softmax, one element a load; H100, 2026-12-06)."""
+    if _tuned("coop_align", False) is not True:
+        return 0
+    align = _align_elements(x2, y2)
+    return align if align and plan.num_chunks * plan.block >= x2.shape[1] + align - 1 else 0
+
+
 _UNUSED_SLOTS: dict = {}  # per device: the slots argument of launches with one chunk a row
 
 
@@ -1778,6 +1848,7 @@ def _launch_cooperative(plan: _Plan, x2: torch.Tensor, y_arg: torch.Tensor, lse_
     args = (x2, y_arg, lse_arg, slots, n_rows, n_cols, x2.stride(0), stride_y, plan.num_chunks,
             _INTERPRETER_SPINS if interpreted else COOP_SPIN_LIMIT)
     consts = cooperative_constexprs(plan, precise, write_y, write_lse)
+    consts["ALIGN"] = _coop_align_elements(plan, x2, y_arg if write_y else None)
     groups = plan.groups
     if coop and not interpreted:
         # Partners must be resident together: no more groups than the SMs hold at once.

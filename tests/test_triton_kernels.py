@@ -839,6 +839,42 @@ def test_softmax_cooperative_lag_same_bits(dtype, precise, early, tuning, coop_g
     assert len(coop_grids) == 4
 
 
+@pytest.mark.parametrize("n,chunk", [(300, 128), (301, 128), (129, 64), (300, 512), (37, 16)])
+@pytest.mark.parametrize("dtype", HALF_DTYPES)
+@pytest.mark.parametrize("lag", [False, True])
+def test_softmax_cooperative_aligned_windows(n, chunk, dtype, lag, tuning, coop_grids):
+    # TUNING's coop_align: 16-bit rows off 16-byte boundaries (rows of 300: every other row
+    # starts 8 bytes in) tiled by windows from the boundary at or before each row's start.
+    # The special rows, the LSE and the LSE-only launch as without it; the lanes outside a
+    # row (the rows around it) never enter its statistics or get written.
+    tuning.update(cooperative=True, coop_chunk=chunk, coop_align=True, coop_lag=lag)
+    x = special_rows(n, dtype, rows=11)
+    x2 = x.reshape(-1, n)
+    plan = triton_softmax._plan(11, n, dtype, 4, True, 1 << 20, None, None, False)
+    assert triton_softmax._coop_align_elements(plan, x2, torch.empty_like(x2)) == (8 if n % 8 else 0)
+    y, lse = softmax(x, return_lse=True)
+    check_special_rows(x, y, lse)
+    assert coop_grids
+    torch.testing.assert_close(softmax_lse(x), lse, rtol=1e-6, atol=0, equal_nan=True)
+    tuning["coop_align"] = None
+    torch.testing.assert_close(y, softmax(x), rtol=2 * torch.finfo(dtype).eps, atol=0, equal_nan=True)
+
+
+def test_softmax_cooperative_aligned_windows_need_the_reach(tuning):
+    # Windows from the boundary before the row reach ALIGN - 1 elements further: rows of 256
+    # in two chunks of 128 have none to spare, and keep the plain windows.
+    tuning.update(cooperative=True, coop_chunk=128, coop_align=True)
+    x = torch.randn(3, 256, dtype=torch.bfloat16)[:, :255]  # stride 256: aligned rows, no ALIGN either
+    plan = triton_softmax._plan(3, 256, torch.bfloat16, 4, True, 1 << 20, None, None, False)
+    assert plan.num_chunks * plan.block == 256
+    assert triton_softmax._coop_align_elements(plan, torch.empty(3, 257, dtype=torch.bfloat16)[:, :256], None) == 0
+    assert triton_softmax._coop_align_elements(plan, x, None) == 0
+    tuning["coop_align"] = None
+    assert triton_softmax._coop_align_elements(triton_softmax._plan(3, 300, torch.bfloat16, 4, True, 1 << 20,
+                                                                    None, None, False),
+                                               torch.empty(3, 300, dtype=torch.bfloat16), None) == 0
+
+
 @pytest.mark.parametrize("lag", [False, True])
 def test_softmax_cooperative_exchange_off_is_per_chunk(lag, tuning, coop_grids):
     # TUNING's coop_exchange=False (a benchmark's bound on the exchange) normalizes each chunk
@@ -1380,6 +1416,26 @@ def test_gpu_online_rows_off_16_byte_boundaries(n, dtype, tuning):
     torch.testing.assert_close(softmax_lse(x), lse, rtol=4e-7, atol=0, equal_nan=True)
     tuning["align_rows"] = False
     info = torch.finfo(dtype)  # subnormal outputs: a rounding apart is a whole subnormal step
+    assert torch.allclose(y.double(), softmax(x).double(), rtol=2 * info.eps,
+                          atol=2 * info.smallest_normal * info.eps, equal_nan=True)
+
+
+@gpu
+@pytest.mark.parametrize("n", [65537, 262145, 100003])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_gpu_cooperative_aligned_windows(n, dtype, tuning, coop_grids):
+    # TUNING's coop_align on the GPU (compiled, partners resident): 16-bit rows off 16-byte
+    # boundaries, special rows among them; the plain windows' results within a rounding or two.
+    tuning.update(cooperative=True, coop_align=True)
+    x = torch.cat([special_rows(n, dtype), cooperative_case(n, dtype)[:16]])
+    assert triton_softmax._align_elements(x, torch.empty_like(x)) == 8
+    y, lse = softmax(x, return_lse=True)
+    assert coop_grids
+    check_special_rows(x[:9], y[:9], lse[:9])
+    assert_softmax_close(y, x)
+    torch.testing.assert_close(softmax_lse(x), lse, rtol=1e-6, atol=0, equal_nan=True)
+    tuning["coop_align"] = None
+    info = torch.finfo(dtype)
     assert torch.allclose(y.double(), softmax(x).double(), rtol=2 * info.eps,
                           atol=2 * info.smallest_normal * info.eps, equal_nan=True)
 
