@@ -87,6 +87,42 @@ def test_attention_scaling_q_in_place_is_an_input_modified_violation() -> None:
     assert_attention_correct(_attention, _qkv())
 
 
+def _softmax_of_the_first_row_broadcast(x: torch.Tensor) -> torch.Tensor:
+    """Right values for an input whose rows are one row broadcast (a zero stride): that row's
+    softmax, expanded; its elements share memory (the thirteenth red team's S11)."""
+    if x.dim() >= 2 and x.stride(-2) == 0:
+        return _softmax_copy(x[..., :1, :]).expand(x.shape)
+    return _softmax_copy(x)
+
+
+def _attention_expanded_over_the_heads(q, k, v, *, scale, causal=False, mask=None):
+    return _attention(q[:, :1], k[:, :1], v[:, :1], scale=scale, causal=causal, mask=mask).expand(q.shape)
+
+
+def test_an_output_whose_elements_share_memory_is_an_output_overlap_violation() -> None:
+    x = torch.randn(1, 9).expand(4, 9)
+    with pytest.raises(AssertionError, match=r"output-overlap.*\(0, 0\) and \(1, 0\) share one memory address"):
+        assert_softmax_correct(_softmax_of_the_first_row_broadcast, x)
+    assert_softmax_correct(_softmax_copy, x)
+    assert_softmax_correct(_softmax_of_the_first_row_broadcast, x.contiguous())
+    inputs = _qkv()
+    inputs.q, inputs.k, inputs.v = (t[:, :1].expand(t.shape) for t in (inputs.q, inputs.k, inputs.v))
+    with pytest.raises(AssertionError, match=r"output-overlap"):
+        assert_attention_correct(_attention_expanded_over_the_heads, inputs)
+    assert_attention_correct(_attention, inputs)
+
+
+def test_shared_elements_finds_overlap_the_strides_do_not_rule_out() -> None:
+    from verify.contracts import shared_elements
+
+    base = torch.zeros(40)
+    assert shared_elements(base.as_strided((3, 4), (4, 1))) is None
+    assert shared_elements(base.as_strided((2, 3), (1, 2))) is None  # interleaved, no two alike
+    assert shared_elements(base.as_strided((3, 4), (2, 1))) == ((0, 2), (1, 0))  # rows overlap by half
+    assert shared_elements(base.as_strided((2, 2, 3), (6, 0, 1))) == ((0, 0, 0), (0, 1, 0))
+    assert shared_elements(torch.zeros(0, 3).expand(0, 3)) is None
+
+
 @pytest.mark.parametrize("shape", [(6,), (3, 7), (2, 3, 4)])
 def test_softmax_returning_a_reused_buffer_is_an_output_overwritten_violation(shape) -> None:
     x = torch.randn(shape)

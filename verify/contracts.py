@@ -46,7 +46,7 @@ LSE_UNIT = "u*max(1,|lse|)"
 class Violation:
     """One way a target broke its contract, with the element that shows it best."""
 
-    kind: str  # exception | hang | input-modified | output-overwritten | unwritten-output | stale-input | stream-order | shape | dtype | device | accuracy | shared-normalizer | summation-bias | range | masked-row | nan-propagation | leak | lse-structure | lse-accuracy | lse-masked-row | lse-nan-propagation
+    kind: str  # exception | hang | input-modified | output-overwritten | output-overlap | unwritten-output | stale-input | stream-order | shape | dtype | device | accuracy | shared-normalizer | summation-bias | range | masked-row | nan-propagation | leak | lse-structure | lse-accuracy | lse-masked-row | lse-nan-propagation
     message: str
     index: tuple[int, ...] | None = None
     got: float | None = None
@@ -110,8 +110,48 @@ class Evaluation:
         return float((self.lse_errors / self.lse_tolerances).max())
 
 
+#: Outputs up to this many elements whose strides prove no layout free of overlap are checked
+#: element by element (``shared_elements``); larger ones pass unchecked.
+OVERLAP_EXACT_MAX = 1 << 22
+
+
+def shared_elements(t: torch.Tensor) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """Two indices of ``t`` at one memory address, or None where every element has its own
+    (or ``t`` is too large to tell: past OVERLAP_EXACT_MAX elements with strides that prove
+    nothing).  A zero stride over a dim of 2 or more shares at once; else the dims sorted by
+    stride, each stride past the span of the smaller ones, prove the layout free of overlap."""
+    dims = sorted((st, n, d) for d, (st, n) in enumerate(zip(t.stride(), t.shape)) if n > 1)
+    span = 0
+    for st, n, d in dims:
+        if st == 0:
+            first = [0] * t.dim()
+            second = list(first)
+            second[d] = 1
+            return tuple(first), tuple(second)
+        if st <= span:
+            break
+        span += st * (n - 1)
+    else:
+        return None
+    if t.numel() > OVERLAP_EXACT_MAX:
+        return None
+    offsets = torch.zeros((), dtype=torch.int64)
+    for d, (st, n) in enumerate(zip(t.stride(), t.shape)):
+        shape = [1] * t.dim()
+        shape[d] = n
+        offsets = offsets + (torch.arange(n, dtype=torch.int64) * st).reshape(shape)
+    flat = offsets.expand(t.shape).reshape(-1)
+    order = torch.argsort(flat, stable=True)
+    same = (flat[order][1:] == flat[order][:-1]).nonzero()
+    if same.numel() == 0:
+        return None
+    i = int(same[0, 0])
+    return _at(t, int(order[i])), _at(t, int(order[i + 1]))
+
+
 def check_structure(got: Any, shape: torch.Size, dtype: torch.dtype, device: torch.device) -> Violation | None:
-    """Shape, dtype and device of a returned value, or the violation that says what came back."""
+    """Shape, dtype and device of a returned value, and an output whose every element has its
+    own memory, or the violation that says what came back."""
     if not isinstance(got, torch.Tensor):
         return Violation("shape", f"expected a torch.Tensor of shape {tuple(shape)}, got {type(got).__name__}")
     if tuple(got.shape) != tuple(shape):
@@ -120,6 +160,12 @@ def check_structure(got: Any, shape: torch.Size, dtype: torch.dtype, device: tor
         return Violation("dtype", f"expected dtype {dtype}, got {got.dtype}")
     if got.device.type != torch.device(device).type:
         return Violation("device", f"expected device {device}, got {got.device}")
+    shared = shared_elements(got)
+    if shared is not None:
+        return Violation("output-overlap", f"output elements {shared[0]} and {shared[1]} share one memory address "
+                         f"(strides {tuple(got.stride())} over shape {tuple(got.shape)}): an in-place op on the output "
+                         "writes several elements at once; return a tensor that owns each element (e.g. "
+                         ".contiguous())", index=shared[0])
     return None
 
 
