@@ -271,7 +271,7 @@ FAR_TAIL_MIN_OUTPUT = 64.0
 #: ``empty-batch`` (forced only): see EMPTY_BATCH; ``block-ends`` (forced only): see BLOCK_ENDS_KEYS;
 #: ``coincident-heads`` (forced only): see COINCIDENT_HEADS.
 ATTENTION_PROBES = ("empty-batch", "zero-scale", "single-key", "negative-scale", "near-ties", "broadcast-mask",
-                    "coincident-mask", "coincident-heads", "causal-offset", "wide-head",
+                    "coincident-mask", "coincident-heads", "aligned-specials", "causal-offset", "wide-head",
                     "score-floor", "absorption", "far-tail", "many-heads", "mid-keys", "block-ends",
                     "mid-queries", "masked-lead", "masked-tail", "index-width", "grid-heads", "many-tiles",
                     "wide-offsets")  # cheapest first
@@ -343,6 +343,19 @@ BROADCAST_MASK_SEQ = 9
 #: through seed 1 of 4 s a dtype (ninth red team, 2026-12-06).  A fast path for a degenerate size is
 #: where a kernel skips the arithmetic its special values need.
 SINGLE_KEY_QUERIES = 4
+#: The aligned-specials probe (forced only, where the target takes NaN): Nq = Nk = a power of two,
+#: the longest max_seq allows of ALIGNED_SPECIAL_MIN_KEYS or more (largest_first: the longest
+#: first), one batch entry, up to three K/V heads, no GQA, mask or causal flag, the default
+#: scale, Q, K and V normal; a NaN in the first head's Q at a drawn row and one in the second
+#: head's K half the keys further on (the third head finite).  A kernel's path for key counts
+#: that fill its blocks exactly (no tail mask) is often another than the ragged one, and NaN is
+#: where such paths differ: a NaN-ignoring maximum with exponentials cut below a threshold by a
+#: comparison turns NaN into 0 there.  Drawn at random, a NaN in Q or K with Nk a power of two of
+#: 64 or more came too seldom: such a blind mutant lived through float16 and float32 at every
+#: seed of 4 s a dtype (thirteenth red team, 2026-12-07).  The softmax twin is the softmax
+#: probe of the same name.
+ALIGNED_SPECIAL_MIN_KEYS = 16
+ALIGNED_SPECIAL_HEADS = 3
 #: The single-key probe's V lies in [SINGLE_KEY_V / 2, 3 SINGLE_KEY_V / 2] where the format and
 #: v_limit allow it: past float16's largest value (65504), with the output V itself, exactly.  A
 #: kernel whose epilogue or accumulator keeps float16's range for every dtype saturates there: a
@@ -1051,6 +1064,10 @@ class _AttentionConfig:
                                    "head dims, lengths and pair limit allow no block that repeats past 2**31")
         if not self.special_values:
             out["single-key"] = "special_values=False (caps take no NaN)"
+            out["aligned-specials"] = "special_values=False (caps take no NaN)"
+        elif not aligned_special_seqs(self.min_seq, self.max_seq):
+            out["aligned-specials"] = (f"no power of two of {ALIGNED_SPECIAL_MIN_KEYS} or more within "
+                                       "[min_seq, max_seq]")
         if not self.empty_inputs:
             out["empty-batch"] = "caps.empty_inputs=False (the target takes no empty batch)"
         if max(self.max_seq, self.mid_keys_max) < BLOCK_ENDS_MIN_KEYS:
@@ -1433,6 +1450,13 @@ def _probe_dims(dims: list[int]) -> list[int]:
     """The head dims a probe that draws among ``dims`` may take: all but 1 where another is
     there (see _probe_head_dim)."""
     return [d for d in dims if d != 1] or dims
+
+
+def aligned_special_seqs(min_seq: int, max_seq: int) -> tuple[int, ...]:
+    """The aligned-specials probe's lengths: the powers of two of ALIGNED_SPECIAL_MIN_KEYS or
+    more within [min_seq, max_seq]."""
+    return tuple(1 << k for k in range(max_seq.bit_length())
+                 if max(min_seq, ALIGNED_SPECIAL_MIN_KEYS) <= 1 << k <= max_seq)
 
 
 def _small_head_dim(drawn: int, allowed: tuple[int, ...], largest: int) -> int:
@@ -1965,6 +1989,14 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         seq_k, seq_q = 1, max(seq_q, min(c.max_seq, SINGLE_KEY_QUERIES))
         batch, heads_kv, group = 1, min(2, c.max_heads), 1
         heads_q = heads_kv
+    if c.probe == "aligned-specials":
+        # See ALIGNED_SPECIAL_MIN_KEYS; a head dim of the mid-keys probe's at most (the oracle's
+        # cost), the position of the NaNs drawn below.
+        aligned = aligned_special_seqs(c.min_seq, c.max_seq)
+        seq_q = seq_k = aligned[largest_first(draw, 0, len(aligned) - 1)]
+        batch, heads_kv, group = 1, min(ALIGNED_SPECIAL_HEADS, c.max_heads), 1
+        heads_q = heads_kv
+        head_dim = _small_head_dim(head_dim, c.head_dims, MID_KEYS_MAX_HEAD_DIM)
     if c.probe == "near-ties":
         # several queries: a query row's maximum is a copy for some query directions only
         seq_k = max(seq_k, min(c.max_seq, NEAR_TIES_KEYS))
@@ -2199,6 +2231,12 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
                     + ((SpecialSpec("nan", "k", (0, heads_kv - 1, 0, 0)),) if heads_kv >= 2 else ()))
     if c.probe == "block-ends":
         specials = ()
+    if c.probe == "aligned-specials":
+        scale, causal, mask, mask_shape, mask_layout = None, False, None, "qk", "contiguous"
+        q = k = v = ValueRecipe("normal", scale=1.0)
+        at = draw(st.integers(0, seq_k - 1))
+        specials = ((SpecialSpec("nan", "q", (0, 0, at, at % head_dim)),)
+                    + ((SpecialSpec("nan", "k", (0, 1, (at + seq_k // 2) % seq_k, 0)),) if heads_kv >= 2 else ()))
     if c.probe == "wide-head":
         # See WIDE_HEAD_PROBE_KEYS: the causal flag and a mask where allowed, the caller's scale.
         scale, causal, specials = WIDE_HEAD_SCALE_FACTOR / math.sqrt(head_dim), c.causal, ()

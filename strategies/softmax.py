@@ -156,7 +156,7 @@ ROW_COST = 32
 GRID_ROWS_MAX_LENGTH = 16
 #: The rare probes of ``softmax_cases``, by name: ``probe=`` draws only that one (and
 #: ``softmax_probes`` says which the arguments allow).
-SOFTMAX_PROBES = ("no-rows", "one-entry", "floor-row", "spread-ladder", "narrow-values", "four-d", "many-rows", "mixed-row",
+SOFTMAX_PROBES = ("no-rows", "one-entry", "aligned-specials", "floor-row", "spread-ladder", "narrow-values", "four-d", "many-rows", "mixed-row",
                   "long-row", "plateau-row", "edge-spike", "masked-long", "block-ends", "index-width", "grid-rows", "wide-offsets")  # cheapest first
 #: The no-rows probe (forced only, where caps.empty_inputs): a case drawn as any other, then given
 #: no rows (``rows = 0``) and no special entries: shape (0, N), (B, 0, N) or (B, H, 0, N) as its
@@ -176,6 +176,19 @@ NO_ROWS = 0
 #: for every one-entry row lived in float16, bfloat16 and float32 (fifth red team, 2026-12-05).
 ONE_ENTRY_ROWS = 8
 ONE_ENTRY_KINDS = ("finite", "masked", "nan", "+inf", "neg-zero")
+#: The aligned-specials probe (forced only, where NaN is allowed): ALIGNED_SPECIAL_ROWS rows (at
+#: most max_rows) of a power of two's length, the longest max_length allows of 32 or more
+#: (largest_first: the longest first), no mask, rows in turn NaN at one entry, finite, +inf at
+#: one entry (where the format has it), finite, ..., the special entries at columns spread over
+#: the row from a drawn one.  A kernel's path for rows that fill its blocks exactly (no tail
+#: mask) is often another code path than the ragged one, and NaN is where such paths differ: a
+#: NaN-ignoring maximum (fmax) with exponentials cut below a threshold by a comparison turns
+#: NaN into 0 there.  Drawn, a NaN in a row of 2**k entries, k >= 5, came rarely enough that a
+#: blind mutant doing so for such rows lived through float16 at every seed (thirteenth red team,
+#: 2026-12-07).
+ALIGNED_SPECIAL_ROWS = 6
+ALIGNED_SPECIAL_MIN_LENGTH = 32
+ALIGNED_SPECIAL_KINDS = ("nan", "finite", "+inf", "finite")
 #: The floor-row probe (forced only): two rows of the longest length one past a power of two
 #: that max_length allows (257 on the CPU: a ragged tail for every block and vector width), every
 #: entry of row 0 the format's lowest finite value, row 1's a few ulps above it (a near-max row
@@ -617,6 +630,10 @@ class _SoftmaxConfig:
             out["no-rows"] = "caps.empty_inputs=False (the target takes no input without rows)"
         if self.min_length > 1:
             out["one-entry"] = "caps.min_length above 1"
+        if not self.special_values:
+            out["aligned-specials"] = "special_values=False (caps take no NaN)"
+        elif not aligned_special_lengths(self.min_length, self.max_length):
+            out["aligned-specials"] = f"no power of two of {ALIGNED_SPECIAL_MIN_LENGTH} or more within the lengths"
         if self.max_length < 2:
             out["spread-ladder"] = "rows of one entry only (a one-entry softmax is 1 whatever its value)"
         if not any(f.name in NARROWER for f in self.formats):
@@ -735,6 +752,12 @@ def softmax_probes(**kwargs: Any) -> tuple[str, ...]:
     """The probes (``SOFTMAX_PROBES``) that ``softmax_cases(**kwargs)`` can draw, in order."""
     unavailable = _softmax_config(**{**bound_arguments(softmax_cases, kwargs), "probe": None}).unavailable_probes()
     return tuple(p for p in SOFTMAX_PROBES if p not in unavailable)
+
+
+def aligned_special_lengths(min_length: int, max_length: int) -> tuple[int, ...]:
+    """The aligned-specials probe's lengths: the powers of two of ALIGNED_SPECIAL_MIN_LENGTH or
+    more within [min_length, max_length]."""
+    return _powers_of_two(max(min_length, ALIGNED_SPECIAL_MIN_LENGTH), max_length, 0, 0)
 
 
 def floor_row_length(min_length: int, max_length: int) -> int:
@@ -933,6 +956,10 @@ def _softmax_cases(draw: st.DrawFn, c: _SoftmaxConfig) -> SoftmaxCase:
             length, rows, batch, heads = c.max_length, NEAR_UNIFORM_STEPS, 0, 0
         elif forced == "one-entry":
             length, rows, batch, heads = 1, min(c.max_rows, ONE_ENTRY_ROWS), 0, 0
+        elif forced == "aligned-specials":
+            aligned = aligned_special_lengths(c.min_length, c.max_length)
+            length = aligned[largest_first(draw, 0, len(aligned) - 1)]
+            rows, batch, heads = min(c.max_rows, ALIGNED_SPECIAL_ROWS), 0, 0
         elif wide:  # one long row: the cost stays that of an ordinary example
             length, rows, batch, heads = index_width_length(c.index_lengths, seed), 1, 0, 0
         elif long_row:
@@ -1004,6 +1031,14 @@ def _softmax_cases(draw: st.DrawFn, c: _SoftmaxConfig) -> SoftmaxCase:
         if rows_of.get("masked"):
             mask = MaskSpec("fully-masked-row", rows=tuple(rows_of["masked"]))
         specials = tuple(SpecialSpec(k, "x", (r, 0)) for k in ONE_ENTRY_KINDS[2:] for r in rows_of.get(k, ()))
+    if c.probe == "aligned-specials":
+        # See ALIGNED_SPECIAL_ROWS: one special entry a row in turn, spread from a drawn column.
+        mask, first = MaskSpec(), draw(st.integers(0, length - 1))
+        allowed = special_kinds(fmt, c.special_values)
+        kinds = [k for k in ALIGNED_SPECIAL_KINDS if k == "finite" or k in allowed]
+        spacing = length // max(rows, 1) + 1
+        specials = tuple(SpecialSpec(kinds[r % len(kinds)], "x", (r, (first + r * spacing) % length))
+                         for r in range(rows) if kinds[r % len(kinds)] != "finite")
     if c.probe == "floor-row" and explicit is None:
         # See FLOOR_ROW_ULPS: drawn as usual, then replaced (the same choices).
         floor = -fmt.max_finite

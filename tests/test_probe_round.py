@@ -65,6 +65,10 @@ def _softmax_probe_holds(probe: str, case) -> bool:
         "narrow-values": s.narrow == S.NARROWER.get(s.dtype, "none") and "values:narrow" in case.features,
         "edge-spike": (s.length == 16385 and total_rows == 2 and not s.specials and s.mask.kind == "none"
                        and [(r.kind, r.count) for r in s.recipes] == [("dominant", 1), ("dominant", 2)]),
+        "aligned-specials": (s.length >= 32 and s.length & (s.length - 1) == 0 and s.mask.kind == "none"
+                             and total_rows == min(MAX_ROWS, S.ALIGNED_SPECIAL_ROWS)
+                             and {sp.kind for sp in s.specials} <= {"nan", "+inf"}
+                             and (s.specials[0].kind, s.specials[0].index[0]) == ("nan", 0)),
         "block-ends": (s.length == 16385 and total_rows == 2 and not s.specials and s.mask.kind == "none"
                        and [(r.kind, r.count) for r in s.recipes] == [("dominant", 3), ("dominant", 3)]),
         "masked-long": (s.length == 16385 and total_rows == 2 and not s.specials
@@ -84,6 +88,10 @@ def _attention_probe_holds(probe: str, case) -> bool:
         "block-ends": (s.k.kind == "key-spike" and s.k.count == 5 and s.q.kind == "constant" and s.mask is None
                        and not s.causal and not s.specials and s.batch == 1
                        and s.seq_k == min(A.BLOCK_ENDS_KEYS, max(MAX_SEQ, A.MID_KEYS_MAX))),
+        "aligned-specials": (s.seq_q == s.seq_k >= 16 and s.seq_k & (s.seq_k - 1) == 0
+                             and s.batch == 1 and s.heads_q == s.heads_kv == 3
+                             and s.mask is None and not s.causal
+                             and [(sp.kind, sp.tensor) for sp in s.specials] == [("nan", "q"), ("nan", "k")]),
         "zero-scale": s.scale == 0.0 and "scale:zero" in case.features,
         "single-key": (s.seq_k == 1 and s.seq_q >= 2 and s.mask is None and not s.causal
                        and [(x.kind, x.tensor) for x in s.specials][:1] == [("nan", "q")]
@@ -314,9 +322,10 @@ def test_which_probes_the_arguments_allow_and_clear_errors_otherwise() -> None:
         attention_cases(probe="many-tiles")
     assert softmax_probes(elementwise=True) == ()
     assert softmax_probes(caps=Capabilities(max_length=1000), max_length=300) == (
-        "no-rows", "one-entry", "floor-row", "spread-ladder", "narrow-values", "four-d", "many-rows", "long-row", "plateau-row",
-        "edge-spike", "masked-long", "block-ends")
-    assert softmax_probes(many_rows=False, four_d=False) == ("no-rows", "one-entry", "floor-row", "spread-ladder", "narrow-values",
+        "no-rows", "one-entry", "aligned-specials", "floor-row", "spread-ladder", "narrow-values", "four-d", "many-rows",
+        "long-row", "plateau-row", "edge-spike", "masked-long", "block-ends")
+    assert softmax_probes(many_rows=False, four_d=False) == ("no-rows", "one-entry", "aligned-specials", "floor-row",
+                                                             "spread-ladder", "narrow-values",
                                                              "mixed-row", "long-row", "plateau-row", "edge-spike",
                                                              "masked-long", "block-ends", "index-width")
     assert "spread-ladder" not in softmax_probes(caps=Capabilities(max_length=1))
@@ -330,7 +339,7 @@ def test_which_probes_the_arguments_allow_and_clear_errors_otherwise() -> None:
     assert "mixed-row" in softmax_probes(caps=Capabilities(max_length=S.MIXED_MIN_LENGTH))
     assert attention_probes(probes=False, index_widths=False) == ("empty-batch", "zero-scale", "single-key", "negative-scale", "near-ties",
                                                                   "broadcast-mask", "coincident-mask", "coincident-heads",
-                                                                  "causal-offset", "wide-head", "score-floor",
+                                                                  "aligned-specials", "causal-offset", "wide-head", "score-floor",
                                                                   "block-ends", "masked-lead", "masked-tail")  # not sizes
     assert "masked-lead" not in attention_probes(caps=Capabilities(bool_mask=False))
     assert "single-key" not in attention_probes(caps=Capabilities(special_values=False))
@@ -344,6 +353,10 @@ def test_which_probes_the_arguments_allow_and_clear_errors_otherwise() -> None:
     assert "masked-tail" in attention_probes(caps=Capabilities(bool_mask=False))  # by the causal flag
     assert "masked-tail" not in attention_probes(caps=Capabilities(bool_mask=False, causal_square_only=True))
     assert "masked-tail" not in attention_probes(caps=Capabilities(neg_inf=False))
+    assert "aligned-specials" not in attention_probes(max_seq=8)  # no power of two of 16 or more
+    assert "aligned-specials" not in attention_probes(caps=Capabilities(special_values=False))
+    assert "aligned-specials" not in softmax_probes(caps=Capabilities(max_length=31))
+    assert "aligned-specials" not in softmax_probes(special_values=False)
     assert attention_probes(max_seq=8) == ("empty-batch", "zero-scale", "single-key", "negative-scale", "near-ties", "broadcast-mask",
                                            "coincident-mask", "coincident-heads", "causal-offset", "wide-head", "score-floor", "many-heads",
                                            "mid-keys", "block-ends", "mid-queries", "masked-lead", "masked-tail",
@@ -470,10 +483,11 @@ def test_an_attention_campaign_cell_tries_the_probes_in_its_first_chunk_too(monk
     assert search.probe_round_examples(target, "float32", base) > 6
     seen = []
     with search.observing_cases(before=seen.append):
-        run_cell(target, "float32", base, budget_s=600.0, seed=1, max_examples=40, observe=False)
+        run_cell(target, "float32", base, budget_s=600.0, seed=1, max_examples=44, observe=False)
     args = search._strategy_args(target, "float32", base)
     for probe in ("empty-batch", "zero-scale", "single-key", "negative-scale", "near-ties", "broadcast-mask",
-                  "coincident-mask", "coincident-heads", "causal-offset", "wide-head", "score-floor", "masked-tail"):
+                  "coincident-mask", "coincident-heads", "aligned-specials", "causal-offset", "wide-head", "score-floor",
+                  "masked-tail"):
         simplest = find(attention_cases(**args, probe=probe), lambda c: True, settings=first)
         assert sum(c.spec == simplest.spec for c in seen) == 1, probe
 
