@@ -470,3 +470,16 @@ def test_a_kernel_specialized_without_the_causal_flag_is_caught(causal: bool) ->
     # nor one that takes causal with Nq == Nk only, where they differ (_qkv: 5 and 7)
     assert not _check_attention(counting, _qkv(), caps=Capabilities(causal_square_only=True), causal=causal)
     assert calls == [causal] * 3 + ([False] if causal else [])
+
+
+def test_a_lost_nan_names_the_exact_answer_nan() -> None:
+    # The thirteenth red team read "exact not computed (ill-conditioned row)" where the exact
+    # answer is NaN because a NaN input reaches the element.
+    inputs = _qkv()
+    inputs.q[0, 1, 2, 0] = float("nan")
+
+    def nan_lost(q, k, v, *, scale, causal=False, mask=None):
+        return _attention(q, k, v, scale=scale, causal=causal, mask=mask).nan_to_num(0.0)
+
+    with pytest.raises(AssertionError, match=r"nan-propagation.*exact NaN \(a NaN or \+inf input reaches it\)"):
+        assert_attention_correct(nan_lost, inputs)

@@ -220,8 +220,14 @@ def _worst(
     g, e = float(got.flatten()[flat]), float(truth_hi.flatten()[flat])
     er = float(err.flatten()[flat]) if err is not None else None
     tl = float(tol.flatten()[flat]) if tol is not None else None
-    # The oracle leaves ill-conditioned rows it was not asked to certify as NaN.
-    exact = f"exact {e!r}" if e == e else "exact not computed (ill-conditioned row)"
+    # The oracle leaves ill-conditioned rows it was not asked to certify as NaN; a NaN truth
+    # where a NaN input reaches the element is the answer itself.
+    if e == e:
+        exact = f"exact {e!r}"
+    elif kind in ("nan-propagation", "lse-nan-propagation"):
+        exact = "exact NaN (a NaN or +inf input reaches it)"
+    else:
+        exact = "exact not computed (ill-conditioned row)"
     msg = f"{int(bad.sum())} element(s); worst at {idx}: got {g!r}, {exact}"
     return Violation(kind, msg, idx, g, e, er, tl, unit)
 

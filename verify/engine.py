@@ -313,7 +313,8 @@ def decoy_is_answered(decoy_out: Any, first_out: torch.Tensor, truth: torch.Tens
                              f"called again on the same tensors with the causal flag flipped, the target {returned} the "
                              f"answer for that flag is {want[at].item()!r}, bit for bit its result for the other flag: "
                              "a compiled specialization or a result cached under a key that leaves the causal flag "
-                             "out does this; key it on every argument")
+                             "out does this (key it on every argument), and so does a path for some shapes that "
+                             "ignores the flag (a decode shortcut for Nq = 1, say)")
         # Not the earlier result: a plain error for that flag (a cache may still be behind it)
         return Violation("accuracy",
                          f"on the second call's inputs (Q = K = 0, so every visible key weighs the same; V a ramp of "
