@@ -16,6 +16,7 @@ launch on 132 SMs compiles.
     python bench/kernel_registers.py --spans --dtypes fp32 --n 1048576 --chunk 4096 --warps 8   # a spans launch
     python bench/kernel_registers.py --dtypes bf16,fp16 --n 65536 --chunk 2048 --warps 2 --lag --no-early-poll
     python bench/kernel_registers.py --table --json     # one JSON object a line
+    python bench/kernel_registers.py --global-widths --n 262145 --dtypes bf16   # ALIGN's 16-byte accesses
 
 Triton's interpreter cannot compile: run it without ``TRITON_INTERPRET=1``.
 
@@ -32,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -120,6 +122,28 @@ def resource_usage(plan: triton_softmax._Plan, dtype: str, precise: bool, arch: 
     return {key: int(fields[key]) for key in ("REG", "STACK", "SHARED", "LOCAL") if key in fields}
 
 
+def global_accesses(plan: triton_softmax._Plan, dtype: str, align: int, arch: int = 90) -> dict[str, int]:
+    """The global loads and stores in the PTX of the cooperative kernel compiled for ``plan``
+    and ``dtype`` rows off 16-byte boundaries (the pointers aligned, the row length and strides
+    specialized as no multiple of 16), with the constexpr ALIGN = ``align``: instruction ->
+    static count, e.g. ``{"ld.global.v4.b32": 24, "st.global.b16": 1}`` (a v4.b32 access moves
+    16 bytes, a b16 one 2)."""
+    consts = triton_softmax.cooperative_constexprs(plan, False, write_y=True, write_lse=False)
+    consts["ALIGN"] = align
+    warps = consts.pop("num_warps")
+    signature = dict.fromkeys(_ARGS, "i32")
+    signature.update(X=f"*{dtype}", Y=f"*{dtype}", LSE="*fp32", SLOTS="*i64")
+    signature = {name: signature[name] for name in _ARGS}
+    signature.update(dict.fromkeys(consts, "constexpr"))
+    attrs = {(_ARGS.index(name),): [["tt.divisibility", 16]] for name in ("X", "Y", "LSE", "SLOTS")}
+    source = ASTSource(triton_softmax._softmax_cooperative_kernel, signature, consts, attrs)
+    ptx = triton.compile(source, target=GPUTarget("cuda", arch, 32), options={"num_warps": warps}).asm["ptx"]
+    counts: dict[str, int] = {}
+    for op in re.findall(r"\b(?:ld|st)\.global(?:\.[a-z0-9]+)*", ptx):
+        counts[op] = counts.get(op, 0) + 1
+    return dict(sorted(counts.items()))
+
+
 def _table_rows() -> list[tuple[str, str, int, bool, bool]]:
     """(label, dtype, row length, precise, spans) for every COOP_LONG and SPANS_LONG launch,
     at its longest row."""
@@ -150,8 +174,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fast", action="store_true", help="float32: the fast path (precise by default)")
     p.add_argument("--arch", type=int, default=90, help="compute capability, e.g. 90 for sm_90 (H100, H200)")
     p.add_argument("--json", action="store_true", help="print one JSON object a configuration instead")
+    p.add_argument("--global-widths", action="store_true",
+                   help="the PTX's global loads and stores of the --n launch (16-bit rows off 16-byte boundaries) "
+                        "without and with TUNING['coop_align']'s ALIGN = 8, one JSON object each")
     args = p.parse_args(argv)
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")  # the default, without triton 3.9's warning
+
+    if args.global_widths:
+        for dtype in args.dtypes.split(","):
+            plan = plan_for(args.n, dtype, False)
+            for align in (0, 16 // DTYPES[dtype].itemsize if DTYPES[dtype].itemsize == 2 else 0):
+                print(json.dumps({"dtype": dtype, "n": args.n, "chunk": plan.block, "warps": plan.num_warps,
+                                  "lag": plan.lag, "hold_x": plan.hold_x, "ALIGN": align,
+                                  **global_accesses(plan, dtype, align, arch=args.arch)}), flush=True)
+        return 0
 
     if args.table:
         configs = _table_rows()

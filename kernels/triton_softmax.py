@@ -1053,7 +1053,7 @@ def _coop_publish(slots, c, m_c, l_c, ok):
 
 
 @triton.jit
-def _coop_finish(x_row, y_row, lse_at, slots, packed, n_cols, n_chunks, c, cols, off, p, m_c, l_c, spin_limit,
+def _coop_finish(x_row, Y, y_at, lse_at, slots, packed, n_cols, n_chunks, c, cols, off, p, m_c, l_c, spin_limit,
                  counts, CHUNK: tl.constexpr, BLOCK_S: tl.constexpr, COOP: tl.constexpr,
                  PRECISE: tl.constexpr, WRITE_Y: tl.constexpr, WRITE_LSE: tl.constexpr,
                  COUNT_SPINS: tl.constexpr, ALIGN: tl.constexpr):
@@ -1063,7 +1063,9 @@ def _coop_finish(x_row, y_row, lse_at, slots, packed, n_cols, n_chunks, c, cols,
     first element in it (``_chunk_window``).  With ALIGN the window's whole 16-byte groups
     inside the row are stored with the alignment stated, the < ALIGN elements of a group the
     row only partly fills (at most one at each end) by a small store of their own, their
-    exponentials taken again from the input (the same code on the same bits)."""
+    exponentials taken again from the input (the same code on the same bits).  ``Y + y_at``: the
+    output row."""
+    y_row = Y + y_at
     shift = safe_max(m_c)
     l = l_c.to(tl.float64)
     if COOP:
@@ -1085,7 +1087,7 @@ def _coop_finish(x_row, y_row, lse_at, slots, packed, n_cols, n_chunks, c, cols,
             # Whole groups [lo, hi) through the aligned window; the partial groups apart.
             lo = tl.multiple_of((off + ALIGN - 1) // ALIGN * ALIGN, ALIGN)
             hi = tl.multiple_of((off + n_cols) // ALIGN * ALIGN, ALIGN)
-            y_win = y_row - off
+            y_win = Y + tl.multiple_of(y_at - off, ALIGN)  # Y rows start where X's do, modulo ALIGN
             tl.store(y_win + cols, y.to(y_row.dtype.element_ty), mask=(cols >= lo) & (cols < hi))
             e = tl.arange(0, 2 * ALIGN)
             at = tl.where(e < ALIGN, e, tl.maximum(hi, lo) + e - ALIGN)
@@ -1251,7 +1253,7 @@ def _softmax_cooperative_kernel(
             if COOP:
                 _coop_publish(SLOTS + row64 * n_chunks, c, m_c, l_c, row64 < n_rows)
                 packed = _poll_slots(SLOTS + row64 * n_chunks, n_chunks, c, BLOCK_S)
-        _coop_finish(X + row64 * stride_xr, Y + row64 * stride_yr, LSE + row64, SLOTS + row64 * n_chunks, packed,
+        _coop_finish(X + row64 * stride_xr, Y, row64 * stride_yr, LSE + row64, SLOTS + row64 * n_chunks, packed,
                      n_cols, n_chunks, c, cols, _chunk_window(row64, stride_xr, ALIGN), p_row, m_c, l_c,
                      spin_limit, SLOTS + n_rows * n_chunks,  # COUNT_SPINS only: two words after the slots
                      CHUNK, BLOCK_S, COOP, PRECISE, WRITE_Y, WRITE_LSE, COUNT_SPINS, ALIGN)
@@ -1800,7 +1802,8 @@ def cooperative_constexprs(plan: _Plan, precise: bool, write_y: bool, write_lse:
                 COOP=plan.num_chunks > 1 and _tuned("coop_exchange", True),  # False: a benchmark's bound
                 LAG=plan.lag, HOLD_X=plan.hold_x, EARLY_POLL=plan.early_poll,
                 PRECISE=_precise_arg(plan, precise), WRITE_Y=write_y, WRITE_LSE=write_lse, num_warps=plan.num_warps,
-                COUNT_SPINS=_POLL_COUNTS is not None)  # a diagnostic: counting_cooperative_polls
+                COUNT_SPINS=_POLL_COUNTS is not None,  # a diagnostic: counting_cooperative_polls
+                ALIGN=0)  # the launch sets it from its tensors (_coop_align_elements)
 
 
 def _coop_align_elements(plan: _Plan, x2: torch.Tensor, y2: torch.Tensor | None) -> int:

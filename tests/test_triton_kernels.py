@@ -1610,6 +1610,21 @@ def test_gpu_attention_more_heads_than_a_grid_axis_holds():
         assert (o.float() - ref).abs().max() < 2e-3, causal
 
 
+def test_aligned_windows_compile_to_16_byte_accesses_for_rows_off_16_byte_boundaries():
+    # What TUNING's coop_align is for, on any machine (compiled for sm_90, no GPU): bf16 rows of
+    # 262145 load and store an element at a time in the plain windows, 16 bytes at a time in the
+    # aligned ones (one 2-byte store left: the partial groups at a row's ends).
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # the interpreter cannot compile
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, str(root / "bench" / "kernel_registers.py"), "--global-widths",
+                          "--n", "262145", "--dtypes", "bf16"], capture_output=True, text=True, env=env, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    plain, aligned = (json.loads(line) for line in out.stdout.splitlines())
+    assert (plain["ALIGN"], aligned["ALIGN"]) == (0, 8)
+    assert "ld.global.v4.b32" not in plain and "st.global.v4.b32" not in plain
+    assert aligned["ld.global.v4.b32"] > 0 and aligned["st.global.v4.b32"] > 0 and aligned["st.global.b16"] == 1
+
+
 def test_long_row_launches_compile_for_sm90_without_unlisted_spills():
     # bench/kernel_registers.py compiles each COOP_LONG (and SPANS_LONG) launch for sm_90 with this machine's
     # Triton (no GPU needed): none may spill registers unless COOP_LONG says it measured
