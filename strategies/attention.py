@@ -272,7 +272,7 @@ FAR_TAIL_MIN_OUTPUT = 64.0
 #: ``coincident-heads`` (forced only): see COINCIDENT_HEADS.
 ATTENTION_PROBES = ("empty-batch", "zero-scale", "single-key", "negative-scale", "near-ties", "broadcast-mask",
                     "coincident-mask", "coincident-heads", "aligned-specials", "causal-offset", "wide-head",
-                    "score-floor", "absorption", "far-tail", "many-heads", "mid-keys", "block-ends",
+                    "wider-head", "score-floor", "absorption", "far-tail", "many-heads", "mid-keys", "block-ends",
                     "mid-queries", "masked-lead", "masked-tail", "index-width", "grid-heads", "many-tiles",
                     "wide-offsets")  # cheapest first
 #: The empty-batch probe (forced only, where caps.empty_inputs): a case drawn as any other, then
@@ -374,6 +374,14 @@ SINGLE_KEY_V = 2.0**17
 #: cell of 4 s a dtype, and three such blind mutants each lived through one to two seeds of three
 #: (tenth red team, 2026-12-06).
 WIDE_HEAD_PROBE_KEYS = 48
+#: The wider-head probe (forced only, where a head dim past 256 is allowed): the wide-head probe
+#: at the largest such dim that is not a power of two (257 of INTERESTING_HEAD_DIMS), else the
+#: smallest (512), with the keys of a case past WIDE_HEAD_DIM (WIDE_HEAD_MAX_SEQ).  A kernel past
+#: 256 tiles D again (a second launch or tile for the columns past 256), and that path too can
+#: drop the causal flag, the mask or the scale: a blind mutant whose columns past 256 dropped
+#: the causal flag lived through one or two seeds of three a dtype (thirteenth red team,
+#: 2026-12-07), D > 256 with the causal flag being rare among drawn cases.
+WIDER_HEAD_MIN_DIM = WIDE_HEAD_DIM + 1
 #: The coincident-mask probe (forced only, where the target takes a boolean mask and two batch
 #: entries): a 2-d random mask (density 1/2, its rows differ) on as many queries as batch entries
 #: (B = Nq = min(max_batch, 3)), at least COINCIDENT_MASK_KEYS keys, no causal flag.  A 2-d mask
@@ -1078,6 +1086,8 @@ class _AttentionConfig:
             out["coincident-heads"] = "caps take no boolean mask (or masks=False), or max_batch or max_heads below 2"
         if wide_probe_head_dim(self.head_dims) is None:
             out["wide-head"] = "no head dim in (128, 256] within head_dims and caps"
+        if wider_probe_head_dim(self.head_dims) is None:
+            out["wider-head"] = "no head dim past 256 within head_dims and caps"
         if not self.bool_mask or self.max_seq < 2:
             out["masked-lead"] = "caps take no boolean mask (or masks=False), or max_seq below 2"
             out["broadcast-mask"] = "caps take no boolean mask (or masks=False), or max_seq below 2"
@@ -1706,6 +1716,14 @@ def wide_probe_head_dim(dims: tuple[int, ...]) -> int | None:
     return max(odd) if odd else max(wide, default=None)
 
 
+def wider_probe_head_dim(dims: tuple[int, ...]) -> int | None:
+    """The wider-head probe's head dim among ``dims``: the largest past 256 that is not a power
+    of two, else the smallest past 256; None where none lies there (see WIDER_HEAD_MIN_DIM)."""
+    wider = [d for d in dims if d >= WIDER_HEAD_MIN_DIM]
+    odd = [d for d in wider if d & (d - 1)]
+    return max(odd) if odd else min(wider, default=None)
+
+
 def one_past_half_tiles(longest: int) -> int:
     """The causal-offset probe's shorter side for a longer one of ``longest`` (>= 2): one past the
     power of two at or below ``longest // 2`` (65 for 160; see CAUSAL_OFFSET_SIDES)."""
@@ -1917,11 +1935,14 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
             shorter = longest - 1
         seq_q, seq_k = (shorter, longest) if longer == "keys" else (longest, shorter)
         decode = False
-    elif c.probe == "wide-head":
-        # See WIDE_HEAD_PROBE_KEYS.
-        seq_k = max(c.min_seq, min(c.max_seq, WIDE_HEAD_PROBE_KEYS))
+    elif c.probe in ("wide-head", "wider-head"):
+        # See WIDE_HEAD_PROBE_KEYS (and WIDER_HEAD_MIN_DIM: past WIDE_HEAD_DIM, the keys of such
+        # a case, WIDE_HEAD_MAX_SEQ).
+        wider = c.probe == "wider-head"
+        seq_k = max(c.min_seq, min(c.max_seq, WIDE_HEAD_MAX_SEQ if wider else WIDE_HEAD_PROBE_KEYS))
         seq_q = seq_k if c.causal_square_only or seq_k < 2 else one_past_half_tiles(seq_k)
-        head_dim, decode = wide_probe_head_dim(c.head_dims), False
+        head_dim = (wider_probe_head_dim if wider else wide_probe_head_dim)(c.head_dims)
+        decode = False
         batch, heads_kv, group = 1, min(heads_kv, 2), min(group, 2)
     elif c.probe in ("masked-lead", "masked-tail"):
         # The longest keys first (see MASKED_KEYS_MAX); past max_seq the rest is kept small.
@@ -2237,7 +2258,7 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         at = draw(st.integers(0, seq_k - 1))
         specials = ((SpecialSpec("nan", "q", (0, 0, at, at % head_dim)),)
                     + ((SpecialSpec("nan", "k", (0, 1, (at + seq_k // 2) % seq_k, 0)),) if heads_kv >= 2 else ()))
-    if c.probe == "wide-head":
+    if c.probe in ("wide-head", "wider-head"):
         # See WIDE_HEAD_PROBE_KEYS: the causal flag and a mask where allowed, the caller's scale.
         scale, causal, specials = WIDE_HEAD_SCALE_FACTOR / math.sqrt(head_dim), c.causal, ()
         mask, mask_shape, mask_layout = None, "qk", "contiguous"

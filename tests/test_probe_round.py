@@ -98,6 +98,8 @@ def _attention_probe_holds(probe: str, case) -> bool:
                        and s.v.kind == "uniform" and s.v.offset == 2 * s.v.scale > 0),
         "coincident-mask": (s.mask is not None and s.mask.kind == "random" and s.mask.density == 0.5 and not s.causal
                             and s.mask_shape == "qk" and s.batch == s.seq_q >= 2 and s.seq_k >= min(MAX_SEQ, 16)),
+        "wider-head": (s.head_dim > 256 and s.causal and s.scale == A.WIDE_HEAD_SCALE_FACTOR / math.sqrt(s.head_dim)
+                       and s.seq_k == min(MAX_SEQ, A.WIDE_HEAD_MAX_SEQ) and not s.specials),
         "wide-head": (128 < s.head_dim <= 256 and s.causal and s.scale == A.WIDE_HEAD_SCALE_FACTOR / math.sqrt(s.head_dim)
                       and s.seq_k == min(MAX_SEQ, A.WIDE_HEAD_PROBE_KEYS) and not s.specials),
         "negative-scale": (s.scale == A.NEGATIVE_SCALE and s.q.kind == s.k.kind == "normal" and s.q.scale == s.k.scale > 0
@@ -339,13 +341,16 @@ def test_which_probes_the_arguments_allow_and_clear_errors_otherwise() -> None:
     assert "mixed-row" in softmax_probes(caps=Capabilities(max_length=S.MIXED_MIN_LENGTH))
     assert attention_probes(probes=False, index_widths=False) == ("empty-batch", "zero-scale", "single-key", "negative-scale", "near-ties",
                                                                   "broadcast-mask", "coincident-mask", "coincident-heads",
-                                                                  "aligned-specials", "causal-offset", "wide-head", "score-floor",
+                                                                  "aligned-specials", "causal-offset", "wide-head", "wider-head",
+                                                                  "score-floor",
                                                                   "block-ends", "masked-lead", "masked-tail")  # not sizes
     assert "masked-lead" not in attention_probes(caps=Capabilities(bool_mask=False))
     assert "single-key" not in attention_probes(caps=Capabilities(special_values=False))
     assert "empty-batch" not in attention_probes(caps=Capabilities(empty_inputs=False))
     assert "no-rows" not in softmax_probes(caps=Capabilities(empty_inputs=False))
     assert "wide-head" not in attention_probes(caps=Capabilities(head_dim_max=128))
+    assert "wider-head" not in attention_probes(caps=Capabilities(head_dim_max=256))
+    assert A.wider_probe_head_dim((64, 257, 512)) == 257 and A.wider_probe_head_dim((64, 512, 1024)) == 512
     assert "coincident-mask" not in attention_probes(caps=Capabilities(bool_mask=False))
     assert "coincident-heads" not in attention_probes(caps=Capabilities(bool_mask=False))
     assert "coincident-heads" not in attention_probes(caps=Capabilities(max_heads=1))
@@ -358,7 +363,7 @@ def test_which_probes_the_arguments_allow_and_clear_errors_otherwise() -> None:
     assert "aligned-specials" not in softmax_probes(caps=Capabilities(max_length=31))
     assert "aligned-specials" not in softmax_probes(special_values=False)
     assert attention_probes(max_seq=8) == ("empty-batch", "zero-scale", "single-key", "negative-scale", "near-ties", "broadcast-mask",
-                                           "coincident-mask", "coincident-heads", "causal-offset", "wide-head", "score-floor", "many-heads",
+                                           "coincident-mask", "coincident-heads", "causal-offset", "wide-head", "wider-head", "score-floor", "many-heads",
                                            "mid-keys", "block-ends", "mid-queries", "masked-lead", "masked-tail",
                                            "index-width")  # absorption: 17 keys
     assert "causal-offset" not in attention_probes(caps=Capabilities(causal_square_only=True))
@@ -486,8 +491,8 @@ def test_an_attention_campaign_cell_tries_the_probes_in_its_first_chunk_too(monk
         run_cell(target, "float32", base, budget_s=600.0, seed=1, max_examples=44, observe=False)
     args = search._strategy_args(target, "float32", base)
     for probe in ("empty-batch", "zero-scale", "single-key", "negative-scale", "near-ties", "broadcast-mask",
-                  "coincident-mask", "coincident-heads", "aligned-specials", "causal-offset", "wide-head", "score-floor",
-                  "masked-tail"):
+                  "coincident-mask", "coincident-heads", "aligned-specials", "causal-offset", "wide-head", "wider-head",
+                  "score-floor", "masked-tail"):
         simplest = find(attention_cases(**args, probe=probe), lambda c: True, settings=first)
         assert sum(c.spec == simplest.spec for c in seen) == 1, probe
 
