@@ -84,6 +84,21 @@ def spans_plan_for(n_cols: int, dtype: str, precise: bool) -> triton_softmax._Pl
     return plan
 
 
+def _compile(kernel, names: tuple[str, ...], aligned: tuple[str, ...], dtype: str, consts: dict, arch: int):
+    """``kernel`` compiled for sm_``arch`` with the runtime arguments ``names`` (pointers to
+    ``dtype`` rows, the rest int32; those in ``aligned`` compiled as multiples of 16) and the
+    compile-time arguments ``consts`` (num_warps among them)."""
+    consts = dict(consts)
+    warps = consts.pop("num_warps")
+    signature = dict.fromkeys(names, "i32")
+    signature.update(X=f"*{dtype}", Y=f"*{dtype}", LSE="*fp32", SLOTS="*i64", MAXES="*fp32")
+    signature = {name: signature[name] for name in names}
+    signature.update(dict.fromkeys(consts, "constexpr"))
+    attrs = {(names.index(name),): [["tt.divisibility", 16]] for name in aligned}
+    source = ASTSource(kernel, signature, consts, attrs)
+    return triton.compile(source, target=GPUTarget("cuda", arch, 32), options={"num_warps": warps})
+
+
 def resource_usage(plan: triton_softmax._Plan, dtype: str, precise: bool, arch: int = 90) -> dict[str, int]:
     """``{"REG": ..., "STACK": ..., "SHARED": ..., "LOCAL": ...}`` of the cooperative kernel (or
     the spans kernel, for a spans plan) compiled for ``plan`` and ``dtype`` rows, writing y (no
@@ -100,14 +115,7 @@ def resource_usage(plan: triton_softmax._Plan, dtype: str, precise: bool, arch: 
     else:
         kernel, names, aligned = triton_softmax._softmax_cooperative_kernel, _ARGS, _ALIGNED
         consts = triton_softmax.cooperative_constexprs(plan, precise, write_y=True, write_lse=False)
-    warps = consts.pop("num_warps")
-    signature = dict.fromkeys(names, "i32")
-    signature.update(X=f"*{dtype}", Y=f"*{dtype}", LSE="*fp32", SLOTS="*i64", MAXES="*fp32")
-    signature = {name: signature[name] for name in names}
-    signature.update(dict.fromkeys(consts, "constexpr"))
-    attrs = {(names.index(name),): [["tt.divisibility", 16]] for name in aligned}
-    source = ASTSource(kernel, signature, consts, attrs)
-    compiled = triton.compile(source, target=GPUTarget("cuda", arch, 32), options={"num_warps": warps})
+    compiled = _compile(kernel, names, aligned, dtype, consts, arch)
     cuobjdump = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
     if not cuobjdump.exists():
         raise RuntimeError(f"{cuobjdump} not found: this Triton build ships no cuobjdump")
@@ -128,16 +136,9 @@ def global_accesses(plan: triton_softmax._Plan, dtype: str, align: int, arch: in
     specialized as no multiple of 16), with the constexpr ALIGN = ``align``: instruction ->
     static count, e.g. ``{"ld.global.v4.b32": 24, "st.global.b16": 1}`` (a v4.b32 access moves
     16 bytes, a b16 one 2)."""
-    consts = triton_softmax.cooperative_constexprs(plan, False, write_y=True, write_lse=False)
-    consts["ALIGN"] = align
-    warps = consts.pop("num_warps")
-    signature = dict.fromkeys(_ARGS, "i32")
-    signature.update(X=f"*{dtype}", Y=f"*{dtype}", LSE="*fp32", SLOTS="*i64")
-    signature = {name: signature[name] for name in _ARGS}
-    signature.update(dict.fromkeys(consts, "constexpr"))
-    attrs = {(_ARGS.index(name),): [["tt.divisibility", 16]] for name in ("X", "Y", "LSE", "SLOTS")}
-    source = ASTSource(triton_softmax._softmax_cooperative_kernel, signature, consts, attrs)
-    ptx = triton.compile(source, target=GPUTarget("cuda", arch, 32), options={"num_warps": warps}).asm["ptx"]
+    consts = {**triton_softmax.cooperative_constexprs(plan, False, write_y=True, write_lse=False), "ALIGN": align}
+    ptx = _compile(triton_softmax._softmax_cooperative_kernel, _ARGS, ("X", "Y", "LSE", "SLOTS"), dtype, consts,
+                   arch).asm["ptx"]
     counts: dict[str, int] = {}
     for op in re.findall(r"\b(?:ld|st)\.global(?:\.[a-z0-9]+)*", ptx):
         counts[op] = counts.get(op, 0) + 1

@@ -1053,6 +1053,16 @@ def _coop_publish(slots, c, m_c, l_c, ok):
 
 
 @triton.jit
+def _scaled(p, scale, PRECISE: tl.constexpr):
+    # p times the float64 factor: rounded once on the precise path, in float32 on the fast one.
+    if PRECISE:
+        y = _times_f64(p, scale)
+    else:
+        y = p * scale.to(tl.float32)
+    return y
+
+
+@triton.jit
 def _coop_finish(x_row, Y, y_at, lse_at, slots, packed, n_cols, n_chunks, c, cols, off, p, m_c, l_c, spin_limit,
                  counts, CHUNK: tl.constexpr, BLOCK_S: tl.constexpr, COOP: tl.constexpr,
                  PRECISE: tl.constexpr, WRITE_Y: tl.constexpr, WRITE_LSE: tl.constexpr,
@@ -1079,10 +1089,7 @@ def _coop_finish(x_row, Y, y_at, lse_at, slots, packed, n_cols, n_chunks, c, col
         # exp(m_c - shift) / l: 0 for an all -inf chunk or row (l = 0 read as 1), NaN
         # when l is; exactly 1 / l for the chunk holding the maximum.
         scale = tl.exp(m_c.to(tl.float64) - shift.to(tl.float64)) / tl.where(l == 0.0, 1.0, l)
-        if PRECISE:
-            y = _times_f64(p, scale)
-        else:
-            y = p * scale.to(tl.float32)
+        y = _scaled(p, scale, PRECISE)
         if ALIGN:
             # Whole groups [lo, hi) through the aligned window; the partial groups apart.
             lo = tl.multiple_of((off + ALIGN - 1) // ALIGN * ALIGN, ALIGN)
@@ -1094,11 +1101,7 @@ def _coop_finish(x_row, Y, y_at, lse_at, slots, packed, n_cols, n_chunks, c, col
             edge = ((at >= off) & (at < off + n_cols) & ((at < lo) | (at >= hi))
                     & (at >= c * CHUNK) & (at < c * CHUNK + CHUNK))
             x_e = tl.load(x_row - off + at, mask=edge, other=float("-inf")).to(tl.float32)
-            p_e = _exp(x_e, safe_max(m_c), PRECISE)
-            if PRECISE:
-                y_e = _times_f64(p_e, scale)
-            else:
-                y_e = p_e * scale.to(tl.float32)
+            y_e = _scaled(_exp(x_e, safe_max(m_c), PRECISE), scale, PRECISE)
             tl.store(y_win + at, y_e.to(y_row.dtype.element_ty), mask=edge)
         else:
             tl.store(y_row + cols, y.to(y_row.dtype.element_ty), mask=cols < n_cols)

@@ -60,6 +60,7 @@ from strategies.features import (ATTENTION_BROADCAST_LAYOUTS, ATTENTION_KV_LAYOU
 from strategies.layouts import has_strided_last_dim, is_aligned, is_noncontiguous, materialize, pack_kv
 from strategies.lengths import (
     GRID_AXIS_LIMIT,
+    _powers_of_two,
     INDEX_WIDTH_LENGTHS,
     WIDE_OFFSET_ELEMENTS,
     draws_index_width,
@@ -1465,8 +1466,7 @@ def _probe_dims(dims: list[int]) -> list[int]:
 def aligned_special_seqs(min_seq: int, max_seq: int) -> tuple[int, ...]:
     """The aligned-specials probe's lengths: the powers of two of ALIGNED_SPECIAL_MIN_KEYS or
     more within [min_seq, max_seq]."""
-    return tuple(1 << k for k in range(max_seq.bit_length())
-                 if max(min_seq, ALIGNED_SPECIAL_MIN_KEYS) <= 1 << k <= max_seq)
+    return _powers_of_two(max(min_seq, ALIGNED_SPECIAL_MIN_KEYS), max_seq, 0, 0)
 
 
 def _small_head_dim(drawn: int, allowed: tuple[int, ...], largest: int) -> int:
@@ -1711,17 +1711,19 @@ def _head_counts(draw: st.DrawFn, c: "_AttentionConfig") -> tuple[int, int]:
 def wide_probe_head_dim(dims: tuple[int, ...]) -> int | None:
     """The wide-head probe's head dim among ``dims``: the largest in (128, 256] that is not a power
     of two, else 256; None where none lies there (see WIDE_HEAD_PROBE_KEYS)."""
-    wide = [d for d in dims if 128 < d <= 256]
-    odd = [d for d in wide if d & (d - 1)]
-    return max(odd) if odd else max(wide, default=None)
+    return _odd_head_dim([d for d in dims if 128 < d <= 256], max)
 
 
 def wider_probe_head_dim(dims: tuple[int, ...]) -> int | None:
     """The wider-head probe's head dim among ``dims``: the largest past 256 that is not a power
     of two, else the smallest past 256; None where none lies there (see WIDER_HEAD_MIN_DIM)."""
-    wider = [d for d in dims if d >= WIDER_HEAD_MIN_DIM]
-    odd = [d for d in wider if d & (d - 1)]
-    return max(odd) if odd else min(wider, default=None)
+    return _odd_head_dim([d for d in dims if d >= WIDER_HEAD_MIN_DIM], min)
+
+
+def _odd_head_dim(dims: list[int], else_pick) -> int | None:
+    """The largest of ``dims`` that is not a power of two, else ``else_pick`` of them (None if empty)."""
+    odd = [d for d in dims if d & (d - 1)]
+    return max(odd) if odd else else_pick(dims, default=None)
 
 
 def one_past_half_tiles(longest: int) -> int:

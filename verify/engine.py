@@ -333,8 +333,8 @@ def decoy_is_answered(decoy_out: Any, first_out: torch.Tensor, truth: torch.Tens
 
 
 def _overlaps_itself(t: torch.Tensor) -> bool:
-    """Whether some elements of ``t`` share memory (a zero stride over a dim of 2 or more)."""
-    return any(s == 0 and n > 1 for s, n in zip(t.stride(), t.shape))
+    """Whether some elements of ``t`` share memory (``contracts.shared_elements``)."""
+    return contracts.shared_elements(t) is not None
 
 
 def answer_after_update_in_place(fn, args: tuple[torch.Tensor, ...], kwargs: dict[str, Any],

@@ -584,13 +584,9 @@ def wide_estimate(work: int, units: int, widest: tuple[int, float] | None, most:
     CI's load once lifted it past 2 ms, and the estimate of a wide case that took 0.05 s with
     it to 28 s: CPU, 2026-12-07); a wide case's own rate is 0.2 ms there."""
     if wide_ref is not None:
-        ref_work, ref_units, ref_s = wide_ref
-        seconds = wide_case_seconds((ref_work, ref_s), work)
-        if seconds is not None and ref_units > 0 and ref_s > PROGRAM_BOUND_S * ref_units:
-            seconds = max(seconds, wide_case_seconds((ref_units, ref_s), units))
-        return seconds
+        widest, most = (wide_ref[0], wide_ref[2]), (wide_ref[1], wide_ref[2])
     seconds = wide_case_seconds(widest, work)
-    if seconds is not None and most is not None and most[1] > PROGRAM_BOUND_S * most[0]:
+    if seconds is not None and most is not None and 0 < PROGRAM_BOUND_S * most[0] < most[1]:
         seconds = max(seconds, wide_case_seconds(most, units))
     return seconds
 
