@@ -230,12 +230,12 @@ MASKED_LONG_SHIFTS = 2
 #: The block-ends probe (forced only, where long rows are allowed), the attention probe's twin:
 #: two rows of the longest long-row length, no mask, no special value, every entry at a
 #: power-of-two block's edge (``values.block_end_keys``: 15, 16, 31, 32, ..., 16383, 16384 on the
-#: CPU) lifted over the row's maximum, its spread kept: in row 0 by ln(n) + 1, so that those
+#: CPU) lifted over the row's maximum to near-equal shares (``values.BLOCK_END_SPREAD``): in row 0 by ln(n) + 1, so that those
 #: entries hold nearly all the weight, in row 1 by the row shift (row_shift_for), so that they
 #: alone hold it (the rest are 0).  A kernel that loses such an entry from its maximum and sum,
 #: counts it twice where two blocks meet, or leaves its output unwritten is off by about a
 #: share 1 / (2 log2 n) of the row there, whatever its block width: dropping every 1024th or
-#: 2048th entry of random rows moved the output by 1.0 to 1.5 of the tolerance in float16 and
+#: 2048th entry of random rows moved the output by 0.99 to 1.34 of the tolerance in float16 and
 #: bfloat16, where only the mixed row's bias check stood between (CPU, 2026-12-07).
 BLOCK_ENDS_GAP_NATS = 1.0
 #: The narrow-values probe (forced only, for float32 and float64 inputs): an ordinary case whose

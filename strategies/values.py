@@ -129,8 +129,9 @@ VERY_NEGATIVE_CEILING = -1.25e4
 #: Kinds whose ``scale`` is a spread around ``offset``: tiny/huge-scale features apply.
 #: Where a ``dominant`` row's large entry is, by its ``count``: ``block-ends`` lifts every entry
 #: at a power-of-two block's edge (``block_end_keys``) to the row's maximum plus the gap, less
-#: BLOCK_END_SPREAD times its own distance below the highest of them: near-equal shares (within
-#: a factor 1.5 for scale 1), so that each edge's holds about 1 / (edges) of their weight.
+#: BLOCK_END_SPREAD times its own distance below the highest of them: near-equal shares, each
+#: about 1 / (edges) of their weight (0.036 to 0.059 in the softmax block-ends probe's first
+#: float32 case: 22 edges of 16385 entries, scale 1).
 DOMINANT_AT = ("random", "last", "first", "block-ends")
 BLOCK_END_SPREAD = 0.125
 #: Which key of a (batch, head) a ``key-spike`` recipe lifts, by its ``count``: ``block-ends``

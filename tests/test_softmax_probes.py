@@ -659,7 +659,8 @@ def _front_block_ends_dropped(x: torch.Tensor) -> torch.Tensor:
 @pytest.mark.parametrize("dtype", LOW)
 def test_the_block_ends_probe_shows_a_chunk_that_drops_its_blocks_last_entries(dtype: str) -> None:
     # Without the probe this kernel lived through 100 float32 examples at seed 1, and float16 and
-    # bfloat16 caught it only by a drawn well-mixed row's bias check (0.997 of its bound); with
+    # bfloat16 caught it only by a drawn well-mixed row's bias check (element errors at 0.997 of
+    # the tolerance); with
     # it, at 70 to 190 times the tolerance (python -m verify check, CPU, 2026-12-07).
     from kernels.registry import Target, get_target
     from verify import engine
