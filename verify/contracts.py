@@ -35,7 +35,7 @@ import torch
 from verify import metrics
 from verify.dtypes import get_format
 from verify.oracle import ROW_FINITE, ROW_MASKED, ROW_NONFINITE, AttentionTruth, SoftmaxTruth
-from verify.tolerance import BIAS_FAILURE_PROBABILITY, BIAS_MIN_RATIO
+from verify.tolerance import BIAS_FAILURE_PROBABILITY, BIAS_SMALL_TERM
 
 MASKED_ROW_POLICIES = ("either", "nan", "zero")
 #: The LSE's error unit (``verify.metrics.lse_error``).
@@ -318,11 +318,12 @@ def _summation_bias_violation(g: torch.Tensor, truth: SoftmaxTruth, f: _RowFacto
     return Violation(
         "summation-bias",
         f"row {row}: every output is off the exact softmax by a common factor of at least {factor:+.4g} "
-        f"(relative): the row's sum is {'low' if factor > 0 else 'high'} by that much. The row's {n} entries are "
-        f"well mixed (all within a factor {1 / BIAS_MIN_RATIO:g} of the largest, many distinct), and a sum "
-        f"of them rounded to nearest, in any order, stays within {math.expm1(float(bound[worst])):.4g} except with "
-        f"probability below {BIAS_FAILURE_PROBABILITY:.0e} (Higham & Mary's probabilistic bound); the worst case, which the element "
-        f"tolerance allows, is about n u. The sum looks biased: rounded toward zero, or truncated?",
+        f"(relative): the row's sum is {'low' if factor > 0 else 'high'} by that much. The row's {n} terms "
+        f"round without a bias of their own (their rounding residues balance at the partial sums' spacings), so a "
+        f"sum of them rounded to nearest, in any order, stays within {math.expm1(float(bound[worst])):.4g} except with "
+        f"probability below {BIAS_FAILURE_PROBABILITY:.0e} (Higham & Mary's probabilistic bound, with terms under "
+        f"{BIAS_SMALL_TERM:g} u of the sum taken as lost); the worst case, which the element "
+        f"tolerance allows, is about n u. The sum looks biased: rounded toward zero, truncated, or missing terms?",
         (*row, j), float(g.reshape(-1, n)[worst, j]), float(exact[worst, j]),
         abs(factor), math.expm1(float(bound[worst])), "relative",
     )
