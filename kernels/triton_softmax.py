@@ -382,7 +382,8 @@ SCHEDULES = ("rows", "pipelined", "online", "split", "cooperative", "spans")
 #: reads the slots once, but never waits on or merges its partners'), so the time of such a
 #: launch bounds what waiting for the exchange costs (None: the exchange, as always).
 #: ``coop_align``: the cooperative kernel's 16-byte windows for 16-bit rows off 16-byte
-#: boundaries (``_coop_align_elements``; None: off, not yet timed on a GPU; True: on where it applies).
+#: boundaries (``_coop_align_elements``; None: off; True: on where it applies).  Timed slower:
+#: rows of 262145 took 25.5% of copy against 35.2% without (bf16 and fp16, H100, 2026-12-07).
 TUNING: dict = {"rows_warps": None, "stream_warps": None, "stream_block": None,
                 "online_programs_per_sm": None, "rows_block_r": None,
                 "cooperative": None, "coop_chunk": None, "coop_warps": None, "coop_groups": None,
@@ -1813,8 +1814,10 @@ def _coop_align_elements(plan: _Plan, x2: torch.Tensor, y2: torch.Tensor | None)
     """ALIGN for the cooperative kernel (its windows from the 16-byte boundary at or before
     each row's start): as ``_align_elements`` for 16-bit rows off 16-byte boundaries, where
     the chunks reach ALIGN - 1 elements past the row; else 0.  Off unless
-    ``TUNING["coop_align"]`` is True: not yet timed on a GPU (bf16 rows of 262145 took 34.5%
-    of copy, 0.72x torch.softmax, one element a load; H100, 2026-12-06)."""
+    ``TUNING["coop_align"]`` is True: its 16-byte loads (24 a chunk against 256 2-byte ones) came
+    out slower, bf16 and fp16 rows of 262145 at 25.5% of copy (0.54x torch.softmax) against
+    35.2% (0.75x) for the default launch (H100, 2026-12-07; the aligned launch spills 88 bytes
+    a thread past 262144 on sm_90)."""
     if _tuned("coop_align", False) is not True:
         return 0
     align = _align_elements(x2, y2)

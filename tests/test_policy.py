@@ -438,6 +438,24 @@ def test_structured_rows_are_not_held_to_the_probabilistic_bound() -> None:
     assert torch.isfinite(tolerance.softmax_bias_bound(spread, oracle.softmax_truth(spread), model)).all()
 
 
+@pytest.mark.parametrize("copies", [4, 64])
+def test_repeated_terms_widen_the_bound_past_16_copies_a_term(copies: int) -> None:
+    """A row of 4096 entries, each of 4096 / copies distinct values (spread over [-2, 0])
+    repeated ``copies`` times: repeated terms round alike at one spacing, so past 16 copies a
+    term the random part grows as sqrt(sum_v c_v^2 / 16) (64 copies: twice sqrt(n - 1));
+    at 4 it stays sqrt(n - 1), as measured for rows with a sixteenth of their terms distinct."""
+    n = 4096
+    base = -2 * torch.rand(n // copies, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    x = base.repeat(copies)[torch.randperm(n, generator=torch.Generator().manual_seed(6))][None].float()
+    model = ToleranceModel.for_target(Capabilities(), "float32")
+    bound = float(tolerance.softmax_bias_bound(x, oracle.softmax_truth(x), model))
+    u = 2.0 ** -24
+    random_part = model.safety * tolerance.BIAS_LAMBDA * math.sqrt(n - 1) * u
+    widened = math.sqrt(max(1.0, copies / tolerance.BIAS_REPEATS))
+    # the rest of the bound (the exponentials' errors, the division) is a few dozen u
+    assert widened * random_part < bound < widened * random_part + model.safety * 40 * u
+
+
 def test_terms_far_below_the_sum_are_taken_at_their_worst() -> None:
     """Normal entries of spread 4: about half of the 4096 terms lie below 4 u of the sum, and a sum
     that adds the largest first loses them to the partial sums.  The row is judged, its bound
