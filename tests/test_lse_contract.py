@@ -121,6 +121,20 @@ def test_a_wrong_softmax_lse_is_caught(edit, kind: str) -> None:
     assert all(v.kind.startswith("lse-") for v in ev.violations)  # the output itself is right
 
 
+def test_an_lse_from_a_sum_past_its_probabilistic_bound_is_caught() -> None:
+    """Rows of 8192 normal float32 entries, whose outputs are right: an LSE whose sum is
+    1.2e-4 (~2000 u) high lies within the worst case gamma_{n-1} (~8191 u), which held it
+    before, but the summation-bias check judges these rows and holds their sum to ~8 sqrt(n) u
+    (~720 u): the LSE is the log of that sum.  The exact LSE passes, and so does one ~400 u off."""
+    x = torch.randn(2, 8192, generator=torch.Generator().manual_seed(3))
+    for off, ok in ((400, True), (2000, False)):
+        ev = _softmax_check(_with_lse(lambda lse: lse + off * 2.0 ** -24), x)
+        assert ev.ok == ok and all(v.kind == "lse-accuracy" for v in ev.violations), [v.one_line() for v in ev.violations]
+        if not ok:
+            assert ev.max_ratio < 1.0  # the outputs themselves pass
+    assert _softmax_check(_softmax_and_lse, x).ok
+
+
 def test_a_row_with_plus_inf_may_have_an_lse_of_nan_or_plus_inf() -> None:
     nan_for_inf = _with_lse(lambda lse: torch.where(lse == math.inf, torch.full_like(lse, math.nan), lse))
     assert _softmax_check(nan_for_inf, _rows()).ok

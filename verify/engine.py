@@ -747,9 +747,10 @@ def _softmax_tolerances(target: Target, x: torch.Tensor, truth: oracle.SoftmaxTr
     """((element tolerance in ULPs, spread bound, summation-bias bound), LSE tolerance or None)."""
     fmt = get_format(x.dtype)
     model = tolerance.ToleranceModel.for_target(target.caps, fmt.name)
+    bias = tolerance.softmax_bias_bound(x, truth, model)
     tol = (tolerance.softmax_tolerance_ulps(x, truth, fmt, model), tolerance.softmax_spread_bound(x, truth, fmt, model),
-           tolerance.softmax_bias_bound(x, truth, model))
-    return tol, None if lse is None else tolerance.lse_tolerance_units(x, truth, get_format(lse.dtype), model)
+           bias)
+    return tol, None if lse is None else tolerance.lse_tolerance_units(x, truth, get_format(lse.dtype), model, bias)
 
 
 def _check_wide_softmax(target: Target, x: torch.Tensor, tile: int, masked_rows: str,

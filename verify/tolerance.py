@@ -302,16 +302,26 @@ def softmax_bias_bound(x: torch.Tensor, truth: SoftmaxTruth, model: ToleranceMod
 
 
 def lse_tolerance_units(
-    x: torch.Tensor, truth: SoftmaxTruth, target: str | FloatFormat, model: ToleranceModel
+    x: torch.Tensor, truth: SoftmaxTruth, target: str | FloatFormat, model: ToleranceModel,
+    bias: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Per-row tolerance of the log-sum-exp in units of u_T * max(1, |LSE|) (``metrics.lse_error``;
-    T the LSE's format), NaN for non-finite rows."""
+    T the LSE's format), NaN for non-finite rows.
+
+    log S^ = log S + log(1 + eps_S): the sum's relative error enters as an absolute one.  With
+    ``bias`` (``softmax_bias_bound``, a row's shape), a row it judges takes its probabilistic
+    bound (less the safety factor, applied once below) for eps_S in place of the worst case
+    gamma_{n-1}: the LSE is the log of the sum the outputs divide by, so one held to ~8 sqrt(n)
+    u there cannot be ~n u off here."""
     fmt = get_format(target)
     c = model.compute
     u_c = c.unit_roundoff
     xs, m, absd, p, finite_row = _finite_rows(x, truth)
     m, finite_row = m[..., 0], finite_row[..., 0]
     eps_S = _sum_error(p, _exp_error(absd, model), u_c)[..., 0]
+    if bias is not None:
+        judged = torch.isfinite(bias).to(eps_S.device)
+        eps_S = torch.where(judged, torch.minimum(eps_S, bias.to(eps_S.device) / model.safety), eps_S)
     lse = torch.where(finite_row, truth.lse.hi, torch.zeros_like(m))
     log_s = lse - m
     conv = u_c * m.abs() if _conversion(u_c, get_format(x.dtype), c) else 0.0
