@@ -371,12 +371,16 @@ def test_an_error_confined_to_elements_cannot_hide_under_the_long_rows_sum_bound
         assert (a >= n - 37) != (b >= n - 37) and v.index[1] == a
 
 
-def test_a_common_factor_within_the_sum_bound_passes() -> None:
+@pytest.mark.parametrize("masked", [False, True])
+def test_a_common_factor_within_the_sum_bound_passes(masked: bool) -> None:
     """Every output of the row 400 ulps high (a sum 400 ulps low: within the probabilistic bound
     of rows of 8192 normal entries, ~925 u) is one normalizer's error; 1000 ulps is past it (a
     sum rounded toward zero or missing a term in 8000 is that far off), though within the worst
-    case gamma_{n-1} the element tolerance allows; control, float32 torch.softmax."""
+    case gamma_{n-1} the element tolerance allows; the same with half the entries masked (-inf:
+    exact zeros in the sum); control, float32 torch.softmax."""
     x = torch.randn(2, 8192, generator=torch.Generator().manual_seed(3))
+    if masked:
+        x = x.masked_fill(torch.rand(2, 8192, generator=torch.Generator().manual_seed(4)) < 0.5, -math.inf)
     assert _judged(_perturbed_softmax(torch.tensor(400 * 2.0 ** -24, dtype=torch.float64)), x).ok
     ev = _judged(_perturbed_softmax(torch.tensor(1000 * 2.0 ** -24, dtype=torch.float64)), x)
     assert [v.kind for v in ev.violations] == ["summation-bias"] and ev.max_ratio < 1.0, ev.violations
