@@ -218,6 +218,23 @@ def test_a_wrong_attention_lse_is_caught(edit, kind: str) -> None:
     assert good.evaluation.ok
 
 
+def test_an_attention_lse_from_a_sum_past_its_probabilistic_bound_is_caught() -> None:
+    """4096 keys, float32, outputs right: the key sum's worst case (gamma_Nk + 2 u Nk) let the
+    LSE be ~1700 units of u max(1, |lse|) off; the rows' terms round without bias, so their sum
+    is held to ~8 sqrt(Nk) u (~88 units).  An LSE whose sum is 3000 u high (~350 units) is
+    caught, 300 u passes, and so does the exact one."""
+    g = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(1, 2, n, 16, generator=g) for n in (3, 4096, 4096))
+    for off, ok in ((0, True), (300, True), (3000, False)):
+        def fn(q, k, v, **kw):
+            out, lse = _attention_and_lse(q, k, v, **kw)
+            return out, lse + off * 2.0 ** -24
+        ev = engine.check_attention_input(_attention_target(fn), q, k, v, scale=0.25, causal=False, mask=None,
+                                          compare_naive=False).evaluation
+        assert ev.ok == ok and all(v.kind == "lse-accuracy" for v in ev.violations), [v.one_line() for v in ev.violations]
+        assert float(ev.lse_tolerances.max()) < 120
+
+
 def test_a_nan_query_needs_a_nan_lse_but_a_nan_value_does_not() -> None:
     q, k, v, kw = _attention_inputs()
     q[0, 0, 1, 3] = math.nan

@@ -276,14 +276,24 @@ def softmax_bias_bound(x: torch.Tensor, truth: SoftmaxTruth, model: ToleranceMod
     the bound distinct terms would get, and a dominant entry over equal ones to 2.0.
     """
     c = model.compute
-    u_c = c.unit_roundoff
     n = x.shape[-1]
-    nan = torch.full(x.shape[:-1], float("nan"), dtype=torch.float64, device=truth.probs.hi.device)
-    if n < BIAS_MIN_LENGTH or n < 2:
-        return nan
+    if n < BIAS_MIN_LENGTH:
+        return torch.full(x.shape[:-1], float("nan"), dtype=torch.float64, device=truth.probs.hi.device)
     p, rel_e, _, finite_row = _softmax_terms(x, truth, model)
     finite_row = finite_row[..., 0]
     xs = torch.where(finite_row[..., None], x.detach().to(torch.float64).to(p.device), torch.zeros_like(p))
+    rounding = _sum_rounding_bound(p, xs, finite_row, c)
+    return model.safety * (_weighted(p, rel_e).sum(-1) + rounding + (2 + NORMALIZER_MARGIN) * c.unit_roundoff)
+
+
+def _sum_rounding_bound(p: torch.Tensor, order: torch.Tensor, finite_row: torch.Tensor, c: FloatFormat) -> torch.Tensor:
+    """The rounding part of ``softmax_bias_bound`` (no safety factor, no exponentials' errors,
+    no division): lambda sqrt(max(n - 1, sum_v c_v^2 / BIAS_REPEATS)) u_c plus the small terms
+    at their worst, per row of ``p`` (probabilities, last dim, 0 outside ``finite_row``); NaN
+    where the row does not qualify.  ``order``: values in the order the row is summed (the
+    input, or the scores), for the running maximum's records."""
+    u_c = c.unit_roundoff
+    n = p.shape[-1]
     small = p < BIAS_SMALL_TERM * u_c
     counted = ~small
     lost = torch.where(small, torch.clamp(p, max=u_c), torch.zeros_like(p)).sum(-1)
@@ -293,12 +303,11 @@ def softmax_bias_bound(x: torch.Tensor, truth: SoftmaxTruth, model: ToleranceMod
         y = p / (spacing * u_c)
         residues = torch.where(counted, torch.round(y) - y, torch.zeros_like(y)).sum(-1)
         balance = torch.maximum(balance, residues.abs())
-    records = torch.maximum(_records(xs), _records(xs.flip(-1)))
+    records = torch.maximum(_records(order), _records(order.flip(-1)))
     spread = BIAS_LAMBDA * torch.sqrt(torch.clamp(energy / BIAS_REPEATS, min=n - 1)) * u_c
     qualifies = (finite_row & (balance <= BIAS_BALANCE * energy.sqrt())
                  & (records <= 3 * math.log(n) + 10) & (spread + lost < _gamma(n - 1, u_c)))
-    bound = model.safety * (_weighted(p, rel_e).sum(-1) + spread + lost + (2 + NORMALIZER_MARGIN) * u_c)
-    return torch.where(qualifies, bound, nan)
+    return torch.where(qualifies, spread + lost, torch.full_like(lost, float("nan")))
 
 
 def lse_tolerance_units(
@@ -354,7 +363,9 @@ def attention_lse_tolerance_units(
       delta_j = |scale| sum_d |q_d k_jd| (2 u_dot_in + gamma_D + u_c)
     (the shifted exponentials, their sum rescaled at every key block, the log, adding the max
     back and a change of base).  Rows whose largest delta_j passes ILL_CONDITIONED_ARGUMENT_ERROR
-    take max_j delta_j, which holds at any size, in place of the first-order sum.
+    take max_j delta_j, which holds at any size, in place of the first-order sum.  Rows of at
+    least BIAS_MIN_LENGTH keys whose terms round without bias (``softmax_bias_bound``'s tests on
+    p and the scores' order) take its probabilistic bound, plus 2 u_c, for gamma_Nk + 2 u_c Nk.
     """
     if truth.probs is None or truth.abs_scores is None or truth.shifted is None:
         raise ValueError("the attention LSE tolerance needs the truth's per-score fields (a whole case or one slice)")
@@ -378,7 +389,14 @@ def attention_lse_tolerance_units(
     # the max score weighs 1/S: log S = -log(max_j p_j)
     log_s = -torch.log(torch.where(finite_row, p.amax(-1), torch.ones_like(largest)))
     m = lse - log_s
-    err = (scores + exp_part + _gamma(Nk, u_c) + 2 * u_c * Nk + 2 * model.exp_ulps * u_c * log_s.abs()
+    sum_part = torch.full_like(largest, _gamma(Nk, u_c) + 2 * u_c * Nk)
+    if Nk >= BIAS_MIN_LENGTH:
+        # a row whose terms round without bias: its sum within the probabilistic bound (the
+        # rescales at each new running maximum, few there, inside its lambda), as for softmax
+        order = torch.where(torch.isfinite(truth.shifted), truth.shifted, torch.full_like(p, -math.inf))
+        rounding = _sum_rounding_bound(torch.where(finite_row[..., None], p, torch.zeros_like(p)), order, finite_row, c)
+        sum_part = torch.where(torch.isfinite(rounding), torch.minimum(sum_part, rounding + 2 * u_c), sum_part)
+    err = (scores + exp_part + sum_part + 2 * model.exp_ulps * u_c * log_s.abs()
            + 2 * u_c * (m.abs() + lse.abs()))
     return _lse_units(err, lse, truth.lse.bound, finite_row, fmt, model)
 
