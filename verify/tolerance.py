@@ -291,7 +291,23 @@ def _sum_rounding_bound(p: torch.Tensor, order: torch.Tensor, finite_row: torch.
     no division): lambda sqrt(max(n - 1, sum_v c_v^2 / BIAS_REPEATS)) u_c plus the small terms
     at their worst, per row of ``p`` (probabilities, last dim, 0 outside ``finite_row``); NaN
     where the row does not qualify.  ``order``: values in the order the row is summed (the
-    input, or the scores), for the running maximum's records."""
+    input, or the scores), for the running maximum's records.  Rows go BIAS_CHUNK elements at a
+    time: the tests hold several temporaries of p's size (a 16k x 16k head is 2 GiB a copy)."""
+    n = p.shape[-1]
+    lead = p.shape[:-1]
+    p2, order2, fin2 = p.reshape(-1, n), order.reshape(-1, n), finite_row.reshape(-1)
+    step = max(1, BIAS_CHUNK // n)
+    parts = [_sum_rounding_rows(p2[r:r + step], order2[r:r + step], fin2[r:r + step], c)
+             for r in range(0, p2.shape[0], step)]
+    return (torch.cat(parts) if parts else p2.new_zeros(0)).reshape(lead)
+
+
+#: Elements of p that ``_sum_rounding_bound`` takes at a time.
+BIAS_CHUNK = 1 << 24
+
+
+def _sum_rounding_rows(p: torch.Tensor, order: torch.Tensor, finite_row: torch.Tensor, c: FloatFormat) -> torch.Tensor:
+    """``_sum_rounding_bound`` of rows (2-D)."""
     u_c = c.unit_roundoff
     n = p.shape[-1]
     small = p < BIAS_SMALL_TERM * u_c
