@@ -460,6 +460,21 @@ def test_repeated_terms_widen_the_bound_past_16_copies_a_term(copies: int) -> No
     assert widened * random_part < bound < widened * random_part + model.safety * 40 * u
 
 
+def test_the_bias_bound_is_the_same_taken_in_chunks_of_rows(monkeypatch) -> None:
+    """``_sum_rounding_bound`` takes rows BIAS_CHUNK elements at a time (a GPU's 16k x 16k head
+    at once would hold ~10 GiB of temporaries): one row a chunk gives the same bounds, NaN
+    (rows not judged: a dominant entry over equal ones) included."""
+    x = torch.randn(3, 2, 4096, generator=torch.Generator().manual_seed(7))
+    x[1, 0] = -1.0
+    x[1, 0, 0] = 0.0
+    model = ToleranceModel.for_target(Capabilities(), "float32")
+    whole = tolerance.softmax_bias_bound(x, oracle.softmax_truth(x), model)
+    monkeypatch.setattr(tolerance, "BIAS_CHUNK", 5000)
+    chunked = tolerance.softmax_bias_bound(x, oracle.softmax_truth(x), model)
+    assert whole.shape == (3, 2) and int(torch.isnan(whole).sum()) == 1 and torch.isnan(whole[1, 0])
+    assert torch.equal(torch.nan_to_num(whole), torch.nan_to_num(chunked))
+
+
 def test_terms_far_below_the_sum_are_taken_at_their_worst() -> None:
     """Normal entries of spread 4: about half of the 4096 terms lie below 4 u of the sum, and a sum
     that adds the largest first loses them to the partial sums.  The row is judged, its bound

@@ -211,6 +211,8 @@ BIAS_REPEATS = 16.0
 #: The spacings, in units of u_c times the row's sum: ulp(S) and the three binades below it,
 #: each at three scalings (an online kernel sums blocks in frames that differ by exp(m - m_b)).
 BIAS_SPACINGS = tuple(2.0 ** -k * f for k in (-1, 0, 1, 2) for f in (1.0, 0.75, 0.6))
+#: Elements of p that ``_sum_rounding_bound`` takes at a time.
+BIAS_CHUNK = 1 << 24
 #: lambda of the probabilistic bound lambda sqrt(n) u_c, and the bound on the chance that a
 #: sum rounded to nearest exceeds it (2 n exp(-lambda^2 / 2) at n = 2**16: 1.7e-9).
 BIAS_LAMBDA = 8.0
@@ -300,10 +302,6 @@ def _sum_rounding_bound(p: torch.Tensor, order: torch.Tensor, finite_row: torch.
     parts = [_sum_rounding_rows(p2[r:r + step], order2[r:r + step], fin2[r:r + step], c)
              for r in range(0, p2.shape[0], step)]
     return (torch.cat(parts) if parts else p2.new_zeros(0)).reshape(lead)
-
-
-#: Elements of p that ``_sum_rounding_bound`` takes at a time.
-BIAS_CHUNK = 1 << 24
 
 
 def _sum_rounding_rows(p: torch.Tensor, order: torch.Tensor, finite_row: torch.Tensor, c: FloatFormat) -> torch.Tensor:
