@@ -103,9 +103,10 @@ LONG_ROW_ODDS = 8
 # keeps its long rows much shorter (2080), as a long float64 row costs about 50 us per entry.
 #: One case in about this many with rows of at least ``MIXED_MIN_LENGTH`` entries has them well
 #: mixed (``values.well_mixed``: uniform entries within a factor 16 of the row's largest
-#: probability, no mask, no special value): ``verify.tolerance.softmax_bias_bound`` holds their
-#: sums to a probabilistic bound, which a sum rounded toward zero or truncated breaks and the
-#: worst case (gamma_{n-1}) does not.  MIXED_MIN_LENGTH is that check's BIAS_MIN_LENGTH.
+#: probability, no special value, the mask as drawn): ``verify.tolerance.softmax_bias_bound``
+#: judges such rows always (other long rows where their terms round without bias) and holds
+#: their sums to a probabilistic bound, which a sum rounded toward zero or truncated breaks and
+#: the worst case (gamma_{n-1}) does not.  MIXED_MIN_LENGTH is that check's BIAS_MIN_LENGTH.
 MIXED_ODDS = 4
 MIXED_MIN_LENGTH = 2048
 #: One example in this many holds many short rows (in all ``MANY_ROWS``, each of at most
@@ -702,7 +703,7 @@ def softmax_cases(
       same way, the simplest case one row of the longest length on a step just past the sum's
       overflow edge (``values.stale_plateau``): a maximum that lags behind overflows the sum.
       ``probe="mixed-row"`` (forced only; it needs ``long_rows``) draws one or two well-mixed
-      rows (``values.well_mixed``, no mask or special value) of ``MIXED_MIN_LENGTH`` to
+      rows (``values.well_mixed``, no special value, the mask as drawn) of ``MIXED_MIN_LENGTH`` to
       ``MIXED_PROBE_MAX_LENGTH`` entries (and ``caps.max_length``), the longest in the simplest
       case: ``verify.tolerance.softmax_bias_bound`` holds their sums to a probabilistic bound,
       which a sum that rounds one way (toward zero, truncated) breaks.
@@ -1020,7 +1021,10 @@ def _softmax_cases(draw: st.DrawFn, c: _SoftmaxConfig) -> SoftmaxCase:
     if tile > 1:
         specials = ()  # a NaN row is NaN whatever was read; masks stay (at least half the rows live)
     if mixed and explicit is None:
-        specials, mask = (), MaskSpec()  # a masked or special entry takes the row out of the bias check
+        # A NaN or +inf entry takes its row out of the bias check (the row is NaN); a mask does
+        # not (its entries are exact zeros in the sum) and stays: a sum wrong only on masked
+        # long rows shows there.
+        specials = ()
     if c.probe == "one-entry":
         # One row of each kind in turn (see ONE_ENTRY_KINDS): the rest as drawn.
         mask, rows_of = MaskSpec(), {}

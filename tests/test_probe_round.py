@@ -52,7 +52,7 @@ def _softmax_probe_holds(probe: str, case) -> bool:
         "long-row": MAX_LENGTH < s.length <= 16385 and total_rows <= 2,
         "plateau-row": MAX_LENGTH < s.length <= 16385 and total_rows <= 2 and s.recipes[0].kind == "plateau",
         "mixed-row": (S.MIXED_MIN_LENGTH <= s.length <= S.MIXED_PROBE_MAX_LENGTH and total_rows <= 2
-                      and all(r.kind == "uniform" for r in s.recipes) and s.mask.kind == "none" and not s.specials),
+                      and all(r.kind == "uniform" for r in s.recipes) and not s.specials),
         # up to MANY_ROWS_SIZED_MAX where the search sizes it from the speed (fast machines)
         "many-rows": MAX_ROWS < total_rows <= S.MANY_ROWS_SIZED_MAX and s.length <= MAX_LENGTH,
         "floor-row": (s.length == S.floor_row_length(1, MAX_LENGTH) and total_rows == 2 and not s.specials
