@@ -184,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.global_widths:
         for dtype in args.dtypes.split(","):
             plan = plan_for(args.n, dtype, False)
-            for align in (0, 16 // DTYPES[dtype].itemsize if DTYPES[dtype].itemsize == 2 else 0):
+            for align in ((0, 16 // DTYPES[dtype].itemsize) if DTYPES[dtype].itemsize == 2 else (0,)):
                 print(json.dumps({"dtype": dtype, "n": args.n, "chunk": plan.block, "warps": plan.num_warps,
                                   "lag": plan.lag, "hold_x": plan.hold_x, "ALIGN": align,
                                   **global_accesses(plan, dtype, align, arch=args.arch)}), flush=True)

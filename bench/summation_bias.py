@@ -149,7 +149,7 @@ def _bound_if_distinct(x: torch.Tensor, model: tolerance.ToleranceModel) -> torc
     small = p < tolerance.BIAS_SMALL_TERM * u
     lost = torch.where(small, p.clamp(max=u), torch.zeros_like(p)).sum(-1)
     spread = tolerance.BIAS_LAMBDA * math.sqrt(x.shape[-1] - 1) * u
-    return (p * rel_e).nan_to_num().sum(-1) + spread + lost + (2 + tolerance.NORMALIZER_MARGIN) * u
+    return tolerance._weighted(p, rel_e).sum(-1) + spread + lost + (2 + tolerance.NORMALIZER_MARGIN) * u
 
 
 def main() -> int:

@@ -406,9 +406,10 @@ def attention_lse_tolerance_units(
     sum_part = torch.full_like(largest, _gamma(Nk, u_c) + 2 * u_c * Nk)
     if Nk >= BIAS_MIN_LENGTH:
         # a row whose terms round without bias: its sum within the probabilistic bound (the
-        # rescales at each new running maximum, few there, inside its lambda), as for softmax
-        order = torch.where(torch.isfinite(truth.shifted), truth.shifted, torch.full_like(p, -math.inf))
-        rounding = _sum_rounding_bound(torch.where(finite_row[..., None], p, torch.zeros_like(p)), order, finite_row, c)
+        # rescales at each new running maximum, few there, inside its lambda), as for softmax.
+        # The scores' order from ``shifted`` (-inf where not visible); a row that is not finite
+        # (NaN there) is NaN whatever p and the order hold.
+        rounding = _sum_rounding_bound(p, truth.shifted, finite_row, c)
         sum_part = torch.where(torch.isfinite(rounding), torch.minimum(sum_part, rounding + 2 * u_c), sum_part)
     err = (scores + exp_part + sum_part + 2 * model.exp_ulps * u_c * log_s.abs()
            + 2 * u_c * (m.abs() + lse.abs()))
