@@ -156,6 +156,13 @@ def sweep_variants(n: int, dtype_name: str):
         # windows from the boundary before each row (TUNING's coop_align; off: 25.5% of copy against
         # 35.2% at 262145, H100, 2026-12-07)
         variants.append(("coop_align", {}, {"coop_align": True}))
+        # the same windows on the launch of rows up to 262144 (holding the input: 249 registers
+        # and no spill for sm_90, against 255 and 88 bytes a thread for the default past it), and
+        # on narrower chunks (fewer registers a thread)
+        variants.append(("coop_align_hold", {}, {"coop_align": True, "coop_hold_x": True, "coop_early_poll": True}))
+        variants += [(f"coop_align_c4096_pps{k}", {}, {"coop_align": True, "cooperative": True, "coop_lag": True,
+                                                      "coop_chunk": 4096, "coop_warps": 4, "coop_programs_per_sm": k})
+                     for k in (4, 6)]
     if n in (32768, 65536) and dtype_name != "fp32":
         # 16-bit rows whole in registers: the single-pass kernel, and the persistent single pass
         # with prefetch (the cooperative kernel with one chunk a row)
