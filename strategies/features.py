@@ -19,6 +19,8 @@ len:odd-tile-edge      a multiple of a tile width that is not a power of two (48
                        160, 192), or one short / one over it
 len:tail2-3            two or three past a multiple of any of those tiles or of B: a tail
                        narrower than a 4-wide vector load, which a kernel may pad
+len:multi-tile-edge    a multiple of two or more tile widths, one not a power of two (240: 16,
+                       48 and 80), or one short / one over it: several tilings' last tiles at once
 shape:1d               softmax input of shape (length,): one row, no row dim
 shape:3d               softmax input of shape (batch, rows, length)
 shape:4d               softmax input of shape (batch, heads, rows, length): two leading dims to flatten
@@ -105,7 +107,7 @@ _DTYPE = tuple(f"dtype:{name}" for name in FORMATS)
 
 _LENGTH = ("len:1", "len:prime", "len:2^k", "len:2^k-1", "len:2^k+1") + tuple(
     f"len:mult{b}{suffix}" for b in BLOCKS for suffix in ("", "-1", "+1")
-) + ("len:odd-tile-edge", "len:tail2-3")
+) + ("len:odd-tile-edge", "len:tail2-3", "len:multi-tile-edge")
 
 _MASK = (
     "mask:random",

@@ -25,8 +25,9 @@ import strategies as S
 import strategies.attention as attention_module
 from strategies.attention import DECODE_KEYS_FACTOR, KEY_BROADCAST_SHAPES, QUERY_BROADCAST_SHAPES
 from strategies.masks import mask_specs
+from strategies.specials import SpecialSpec, edge_positions, special_specs
 from verify.tolerance import ILL_CONDITIONED_ARGUMENT_ERROR
-from strategies.lengths import INDEX_WIDTH_LENGTHS, index_width_length
+from strategies.lengths import INDEX_WIDTH_LENGTHS, LONG_BLOCKS, common_multiples, index_width_length
 from strategies import (
     ATTENTION_FEATURES,
     FEATURES,
@@ -696,6 +697,9 @@ def test_key_padding_sorted_longest_first_leaves_the_first_group_unpadded() -> N
         (202, {"len:tail2-3"}, {"len:prime", "len:odd-tile-edge"}),  # 2 * 100 + 2
         (99, {"len:tail2-3", "len:odd-tile-edge"}, set()),  # 96 + 3, and 100 - 1
         (47, {"len:odd-tile-edge"}, {"len:tail2-3"}),
+        (239, {"len:multi-tile-edge", "len:mult16-1"}, set()),  # 240 fills tiles of 16, 48 and 80
+        (300, set(), {"len:multi-tile-edge"}),  # a multiple of 100 alone of the tile widths
+        (64, set(), {"len:multi-tile-edge"}),  # powers of two alone
     ],
 )
 def test_length_features(n: int, expected: set[str], absent: set[str]) -> None:
@@ -719,6 +723,32 @@ def test_lengths_reach_every_kind_and_stay_in_range() -> None:
     # tails relative to tiles that are not powers of two, and tails of two or three
     assert any(n > 96 and n % 96 in (1, 95) or n > 100 and n % 100 in (1, 99) for n in seen)
     assert any(n > 16 and n % 16 in (2, 3) for n in seen)
+    # lengths that fill the last tile of several tilings at once (240: 16, 48 and 80)
+    assert any(n in common_multiples(n, n) and n % 80 == 0 for n in seen)
+
+
+def test_common_multiples() -> None:
+    assert common_multiples(1, 300) == (48, 80, 96, 144, 160, 192, 240, 288)
+    assert common_multiples(81, 200) == (96, 144, 160, 192)
+    assert common_multiples(1, 47) == ()
+    assert common_multiples(1, 1000, LONG_BLOCKS) == ()  # powers of two alone: the power-of-two kinds
+
+
+def test_special_positions_reach_the_ragged_tail() -> None:
+    # The last column lies in the ragged tail of every tiling of a row of 65: a kernel whose
+    # tail loop drops NaN shows only there, and uniform positions put one there 1 time in 65.
+    assert edge_positions(65) == (15, 16, 31, 32, 47, 48, 63, 64)
+    assert edge_positions(1) == (0,) and edge_positions(2) == (1,)
+    cols: list[int] = []
+
+    @settings(max_examples=200, phases=[Phase.generate], **_QUIET)
+    @given(special_specs(("nan",), (("x", (1000, 65)),)))  # many rows: few repeated examples
+    def run(spec: SpecialSpec) -> None:
+        assert 0 <= spec.index[0] < 1000 and 0 <= spec.index[1] < 65
+        cols.append(spec.index[1])
+
+    run()
+    assert cols.count(64) >= len(cols) // 6 and len(set(cols)) > 20
 
 
 def test_lengths_narrow_range() -> None:
