@@ -333,8 +333,13 @@ NEAR_TIES_JITTERS = (2.0**-11, 2.0**-8, 2.0**-14)
 #: causal flag.  There a kernel that tells a mask's singleton axis by the sizes takes the right
 #: shape along the wrong axis.  Drawn at random such masks are few (a handful in 1,200 cases; see
 #: SQUARE_BROADCAST_ODDS), and a blind mutant that read an (N, 1) mask as (1, N) when Nq = Nk
-#: lived through seeds 1-3 of 4 s a dtype (ninth red team, 2026-12-06).
+#: lived through seeds 1-3 of 4 s a dtype (ninth red team, 2026-12-06).  At least
+#: BROADCAST_MASK_SEQ, and since 2026-12-07 past two 64-key tiles and one past 128
+#: (BROADCAST_MASK_TILED_SEQ, within max_seq): a blind mutant that applied an (..., Nq, 1) mask to its
+#: first 64-key tile alone lived in 8 of 9 cells where the probe drew 9 to 64 keys (fourteenth
+#: red team).
 BROADCAST_MASK_SEQ = 9
+BROADCAST_MASK_TILED_SEQ = 129
 #: The single-key probe (forced only, where the target takes NaN): one key (Nk = 1), up to
 #: SINGLE_KEY_QUERIES queries, two K/V heads where allowed, Q, K and V normal, the default scale, no
 #: mask or causal flag; a NaN in the second query row of the first head and one in the second
@@ -398,7 +403,10 @@ COINCIDENT_MASK_KEYS = 16
 #: bounds and reads slab (h, b) for (b, h); with B != Hq it would read past the mask.  Drawn at
 #: random (B = Hq about one case in COINCIDENCE_ODDS, then a 4-d mask by head one time in four
 #: since 2026-12-06), B = Hq = 2 with a 4-d mask came in 7 of 1,254 calls, and such a blind
-#: mutant lived through two seeds of three at 4 s a dtype (twelfth red team, 2026-12-06).
+#: mutant lived through two seeds of three at 4 s a dtype (twelfth red team, 2026-12-06).  The
+#: mask is 4-d or, one probe case in two, 3-d, (Hq, Nq, Nk): with B = Hq a kernel that takes a 3-d
+#: mask's leading dim for the batch stays in bounds too, and such a blind mutant lived in 6 of 9
+#: cells (fourteenth red team, 2026-12-07).
 COINCIDENT_HEADS = 3
 WIDE_HEAD_SCALE_FACTOR = 0.75
 #: The score-floor probe (forced only, within the size profile): every score of a row equal and
@@ -2001,7 +2009,7 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
     if c.probe == "negative-scale":
         seq_k, seq_q = max(seq_k, min(c.max_seq, NEGATIVE_SCALE_KEYS)), max(seq_q, min(c.max_seq, 4))
     if c.probe == "broadcast-mask":
-        seq_q = seq_k = max(min(seq_q, seq_k), min(c.max_seq, BROADCAST_MASK_SEQ))
+        seq_q = seq_k = max(min(seq_q, seq_k), min(c.max_seq, BROADCAST_MASK_TILED_SEQ))
     if c.probe == "coincident-mask":
         batch = seq_q = min(c.max_batch, 3, c.max_seq)
         seq_k = max(seq_k, min(c.max_seq, COINCIDENT_MASK_KEYS))
@@ -2112,7 +2120,7 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         if c.probe == "coincident-mask":
             mask, mask_shape, causal = MaskSpec("random", density=0.5), "qk", False
         if c.probe == "coincident-heads":
-            mask, mask_shape, causal = MaskSpec("random", density=0.5), "bhqk", False
+            mask, mask_shape, causal = MaskSpec("random", density=0.5), draw(st.sampled_from(("bhqk", "hqk"))), False
         mask_layout = draw(st.sampled_from(c.mask_layouts))
         if causal and not c.causal_with_mask:
             mask, mask_shape = None, "qk"

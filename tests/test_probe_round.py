@@ -83,7 +83,7 @@ def _attention_probe_holds(probe: str, case) -> bool:
     return {
         "empty-batch": s.batch == 0 and not s.specials and case.build().q.shape[0] == 0,
         "coincident-heads": (s.mask is not None and s.mask.kind == "random" and s.mask.density == 0.5
-                             and s.mask_shape == "bhqk" and not s.causal and s.batch == s.heads_q == s.heads_kv >= 2
+                             and s.mask_shape in ("bhqk", "hqk") and not s.causal and s.batch == s.heads_q == s.heads_kv >= 2
                              and s.seq_k >= min(MAX_SEQ, 16) and s.mask_layout != "expanded"),
         "block-ends": (s.k.kind == "key-spike" and s.k.count == 5 and s.q.kind == "constant" and s.mask is None
                        and not s.causal and not s.specials and s.batch == 1
@@ -109,7 +109,7 @@ def _attention_probe_holds(probe: str, case) -> bool:
                       and min(A.NEAR_TIES_MIN_QUERIES, MAX_SEQ) <= s.seq_q <= A.NEAR_TIES_MAX_QUERIES),
         "broadcast-mask": (s.mask is not None and s.mask.kind == "random" and s.mask.density == 0.5 and not s.causal
                            and s.mask_shape in A.KEY_BROADCAST_SHAPES + A.QUERY_BROADCAST_SHAPES
-                           and s.seq_q == s.seq_k >= min(MAX_SEQ, A.BROADCAST_MASK_SEQ)),
+                           and s.seq_q == s.seq_k >= min(MAX_SEQ, A.BROADCAST_MASK_TILED_SEQ)),
         "index-width": "attn:index-width" in case.features,
         "mid-keys": MAX_SEQ < s.seq_k <= A.MID_KEYS_MAX and s.seq_q <= A.MID_KEYS_MAX_QUERIES,
         "mid-queries": MAX_SEQ < s.seq_q <= A.MID_QUERIES_MAX and s.seq_k <= A.MID_QUERIES_MAX_KEYS,
@@ -787,3 +787,19 @@ def test_the_zero_scale_probe_with_long_keys_catches_a_float16_reciprocal_of_l()
                     caps=exact.caps, kind="mutant", description="1 / l in float16")
     found = engine.check_attention_input(mutant, x.q, x.k, x.v, **kw).evaluation
     assert [v.kind for v in found.violations] == ["accuracy"]
+
+
+def test_coincident_heads_probe_draws_both_mask_ranks() -> None:
+    # B = Hq with a 4-d mask by (batch, head) and with a 3-d one by head: a kernel that swaps
+    # the 4-d mask's indices, or takes the 3-d mask's leading dim for the batch, stays in bounds.
+    shapes: set[str] = set()
+
+    @settings(max_examples=30, phases=[Phase.generate], database=None, deadline=None,
+              suppress_health_check=list(HealthCheck))
+    @given(attention_cases(max_seq=MAX_SEQ, probe="coincident-heads"))
+    def run(case) -> None:
+        assert case.spec.batch == case.spec.heads_q >= 2
+        shapes.add(case.spec.mask_shape)
+
+    run()
+    assert shapes == {"bhqk", "hqk"}
