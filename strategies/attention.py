@@ -460,6 +460,19 @@ MASKED_V_RISE = 4.0
 #: along the heads until Q, K, V and the output each pass ``lengths.WIDE_OFFSET_ELEMENTS``.
 WIDE_MIN_SEQ = 16
 WIDE_MAX_SEQ = 256
+#: The probe keeps a drawn mask (with the causal flag) only where at least this share of the
+#: query rows sees two keys or more (see _rows_weighing_keys); else it drops the mask.
+WIDE_MIN_WEIGHING_ROWS = 0.5
+
+
+def _rows_weighing_keys(mask: MaskSpec, causal: bool, seq_q: int, seq_k: int) -> float:
+    """The share of ``seq_q`` query rows that ``mask`` (as its first group draws it, a random
+    mask from one fixed draw) and a top-left causal flag leave two keys or more to weigh: only
+    such rows' outputs depend on the query read."""
+    keep = mask.keep(seq_q, seq_k, np.random.default_rng(0))
+    if causal:
+        keep = keep & (np.arange(seq_k)[None, :] <= np.arange(seq_q)[:, None])
+    return float((keep.sum(axis=1) >= 2).mean()) if seq_q else 0.0
 #: The value of the probe draw that takes each of the probes drawn by it (the two long-sequence
 #: probes share one: a second draw picks the side).
 _PROBE_DRAWS = {"mid-keys": PROBE_ODDS - 1, "mid-queries": PROBE_ODDS - 1, "many-heads": PROBE_ODDS - 2,
@@ -2339,9 +2352,11 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         # default scale: a constant Q, a zero scale or a NaN row would hide a misread (a Q read
         # from another head's rows of the same numbers); causal and masks stay.
         scale, specials = None, ()
-        if mask is not None and mask.kind == "single-unmasked":
-            # One visible key a row: the output is that key's V row whatever Q was read (a CI run
-            # drew one, 2026-12-05, and a Q offset that wrapped passed).
+        if mask is not None and _rows_weighing_keys(mask, causal, seq_q, seq_k) < WIDE_MIN_WEIGHING_ROWS:
+            # A row with one visible key outputs that key's V row whatever Q was read, and one
+            # with none outputs 0: a single-unmasked mask (a CI run drew one, 2026-12-05) and a
+            # leading block of every key under the causal flag (CI, 2026-12-07) let a Q offset
+            # that wrapped pass.
             mask, mask_shape, mask_layout = None, "qk", "contiguous"
         q, k, v = _long_key_recipes(q, k, v, fmt, seq_k, head_dim, c.roundoffs[fmt.name][1])
         tile = wide_repetitions(heads_q * min(seq_q, seq_k) * head_dim, c.wide_elements)

@@ -275,13 +275,15 @@ LONG_BLOCKS = (512, 1024, 2048, 4096)
 #: kernels commonly take as the top of one code path, and cheap for the float64 oracle
 #: on low-precision rows (float64 rows take mpmath; its size profile keeps them shorter).
 LONG_LENGTH_MAX = 16385
-#: Kinds of long lengths, simplest first.  No "small": a length just past the caller's
+#: Kinds of long lengths, simplest first.  No common multiples: LONG_BLOCKS are powers of two,
+#: whose common multiples are the block multiples.  No "small": a length just past the caller's
 #: maximum sits on no tiling edge in particular.  The maximum first: a forced long-row probe
 #: (the probe round's one example) is then the longest row, one past a power of two, where a
 #: kernel's last path starts.  With powers of two first it was a row of 512..16384, and our
 #: Triton softmax's split-row path (rows past 16384) went unchecked on the CPU: a copy whose
 #: chunk merge dropped the chunks' weights passed a 100-example search (2026-12-03).
-LONG_LENGTH_KINDS = ("maximum",) + tuple(k for k in LENGTH_KINDS if k not in ("small", "maximum"))
+LONG_LENGTH_KINDS = ("maximum",) + tuple(k for k in LENGTH_KINDS
+                                         if k not in ("small", "maximum") and not k.startswith("common-multiple"))
 
 
 def long_length_kinds(min_value: int, max_value: int) -> tuple[str, ...]:

@@ -380,6 +380,19 @@ def narrow_attention_offsets(monkeypatch):
     _narrow(monkeypatch, ATTENTION, ATTENTION_WIDTH, WIDE_MAX_SEQ=24)
 
 
+def test_the_attention_probe_keeps_only_masks_that_leave_keys_to_weigh() -> None:
+    # A row with one visible key (or none) outputs that key's V row (or 0) whatever Q was read:
+    # the probe drops a mask that leaves most rows so (a leading block of every key under the
+    # causal flag let a wrapped Q offset pass, CI 2026-12-07).
+    from strategies.attention import _rows_weighing_keys
+    from strategies.masks import MaskSpec
+
+    assert _rows_weighing_keys(MaskSpec("leading-block", block=16), True, 16, 16) == 0.0
+    assert _rows_weighing_keys(MaskSpec("leading-block", block=8), False, 16, 16) == 1.0
+    assert _rows_weighing_keys(MaskSpec(), True, 16, 16) == 15 / 16
+    assert _rows_weighing_keys(MaskSpec("single-unmasked"), False, 16, 16) == 0.0
+
+
 def test_the_attention_probe_catches_a_wrap_and_runs_in_a_search(narrow_attention_offsets, tmp_path) -> None:
     strategy = attention_cases(dtypes=("float32",), caps=CPU32, max_seq=32, head_dims=(8, 16, 24),
                                wide_offsets=True, probe="wide-offsets")
