@@ -152,14 +152,17 @@ def sweep_variants(n: int, dtype_name: str):
         variants += [(f"{tag}_pps{k}_c2048_w{w}", kw, {"cooperative": True, "coop_chunk": 2048, "coop_warps": w,
                                                        "coop_programs_per_sm": k}) for k, w in shapes]
     if dtype_name != "fp32" and n % 8 and n > 65536:
-        # 16-bit rows off 16-byte boundaries (--ns 262145): the default cooperative launch with
+        # 16-bit rows off 16-byte boundaries (--ns 262145): the cooperative launch with
         # windows from the boundary before each row (TUNING's coop_align; off: 25.5% of copy against
         # 35.2% at 262145, H100, 2026-12-07)
-        variants.append(("coop_align", {}, {"coop_align": True}))
+        variants.append(("coop_align", {}, {"coop_align": True, "unaligned_online": False}))
+        # the default before 2026-12-07 (the cooperative launch) where the default is now online
+        variants.append(("unaligned_online_off", {}, {"unaligned_online": False}))
         # the same windows on the launch of rows up to 262144 (holding the input: 249 registers
         # and no spill for sm_90, against 255 and 88 bytes a thread for the default past it), and
         # on narrower chunks (fewer registers a thread)
-        variants.append(("coop_align_hold", {}, {"coop_align": True, "coop_hold_x": True, "coop_early_poll": True}))
+        variants.append(("coop_align_hold", {}, {"coop_align": True, "coop_hold_x": True, "coop_early_poll": True,
+                                                 "unaligned_online": False}))
         variants += [(f"coop_align_c4096_pps{k}", {}, {"coop_align": True, "cooperative": True, "coop_lag": True,
                                                       "coop_chunk": 4096, "coop_warps": 4, "coop_programs_per_sm": k})
                      for k in (4, 6)]

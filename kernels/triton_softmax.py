@@ -181,6 +181,27 @@ COOP_LONG = {
 }
 #: Rows up to this length (per path) are not long rows.
 COOP_LONG_MIN = {"precise": MAX_SINGLE_BLOCK, "fast": MAX_SINGLE_BLOCK, "16-bit": 65536}
+#: 16-bit rows off 16-byte boundaries (a length that is not a multiple of 8) past ONLINE_16BIT's
+#: longest, of up to COOP_LONG_MAX, where there are at least this many rows a SM: the online
+#: schedule, not the cooperative one.  The cooperative kernel reads such rows 2 bytes at a time
+#: (its 16-byte windows, TUNING's coop_align, spill or lose), the online kernel's aligned body
+#: 16 bytes at a time.  On an H100 (2026-12-07 14:31 UTC, ``bench/softmax.py --sweep --variants
+#: =chunks1,...,align --dtypes bf16 --ns 262145``, one round, do_bench medians): bf16 rows of
+#: 262145 (255, 1.93 a SM) online 61.5% of copy (graph 72.1%), 1.32x torch.softmax, against the
+#: cooperative launch's 35.0% (41.5%), 0.75x; split rows 50.4%, the cooperative launch with the
+#: windows on 4096-wide chunks 48.1%.  Measured at that shape alone: fewer rows than one a SM
+#: keep the cooperative schedule (online, a program a row would leave SMs idle).
+UNALIGNED_16BIT_ONLINE_ROWS_PER_SM = 1
+
+
+def unaligned_16bit_online(n_rows: int, n_cols: int, dtype: torch.dtype, sms: int) -> bool:
+    """Whether 16-bit rows of ``n_cols`` take the online schedule for being off 16-byte
+    boundaries (see UNALIGNED_16BIT_ONLINE_ROWS_PER_SM); ``TUNING["unaligned_online"]`` False:
+    never."""
+    if dtype == torch.float32 or n_cols % 8 == 0 or _tuned("unaligned_online", True) is False:
+        return False
+    return (ONLINE_16BIT[-1].max_cols < n_cols <= COOP_LONG_MAX
+            and n_rows >= UNALIGNED_16BIT_ONLINE_ROWS_PER_SM * sms)
 COOP_LONG_MAX = 1 << 20
 
 
@@ -381,6 +402,8 @@ SCHEDULES = ("rows", "pipelined", "online", "split", "cooperative", "spans")
 #: cooperative program normalize its chunk by its own statistics (it still publishes them and
 #: reads the slots once, but never waits on or merges its partners'), so the time of such a
 #: launch bounds what waiting for the exchange costs (None: the exchange, as always).
+#: ``unaligned_online``: 16-bit rows off 16-byte boundaries past 131072 on the online schedule
+#: (see UNALIGNED_16BIT_ONLINE_ROWS_PER_SM; None: on; False: off, as before 2026-12-07).
 #: ``coop_align``: the cooperative kernel's 16-byte windows for 16-bit rows off 16-byte
 #: boundaries (``_coop_align_elements``; None: off; True: on where it applies).  Timed slower:
 #: rows of 262145 took 25.5% of copy against 35.2% without (bf16 and fp16, H100, 2026-12-07).
@@ -392,7 +415,8 @@ TUNING: dict = {"rows_warps": None, "stream_warps": None, "stream_block": None,
                 "pipelined": None, "pipe_warps": None, "pipe_stages": None, "pipe_per_sm": None,
                 "align_rows": None, "row_pieces": None, "pieces_warps": None,
                 "spans": None, "spans_block": None, "spans_warps": None, "spans_per_sm": None, "spans_span": None,
-                "spans_groups": None, "spans_lag": None, "coop_exchange": None, "coop_align": None}
+                "spans_groups": None, "spans_lag": None, "coop_exchange": None, "coop_align": None,
+                "unaligned_online": None}
 
 
 def _tuned(key: str, default):
@@ -1600,7 +1624,9 @@ def _plan(n_rows: int, n_cols: int, dtype: torch.dtype, sms: int, interpreted: b
         plan = _spans_plan(n_rows, n_cols, dtype, sms, precise)
         if plan is not None:
             return plan
-    if cooperative_ok and block_size is None and num_chunks is None and coop is not False:
+    unaligned = (block_size is None and num_chunks is None and coop is None
+                 and unaligned_16bit_online(n_rows, n_cols, dtype, sms))
+    if cooperative_ok and block_size is None and num_chunks is None and coop is not False and not unaligned:
         if coop or (not interpreted and _wants_cooperative(n_cols, dtype, precise)):
             plan = _cooperative_plan(n_rows, n_cols, dtype, sms, precise)
             if plan is not None:
@@ -1622,7 +1648,7 @@ def _plan(n_rows: int, n_cols: int, dtype: torch.dtype, sms: int, interpreted: b
 
     if num_chunks is None:
         # Enough rows keep every SM busy with whole rows; otherwise rows are split.
-        online = n_rows >= 2 * sms
+        online = n_rows >= 2 * sms or unaligned
     else:
         online = int(num_chunks) <= 1
     # The fast float32 path streams with per-lane statistics (_span_stats_lanes); the
@@ -1691,7 +1717,8 @@ def schedule_for(n_rows: int, n_cols: int, dtype: torch.dtype, device: torch.dev
     16384..1M on the precise path (of 8193..16383 only under ``TUNING["row_pieces"] = False``)
     and 16385..1M on the fast one, and 16-bit rows of 65537..1M,
     where the rows fill the resident programs, see ``_wants_cooperative``, except 16-bit rows
-    of up to 131072 that are many enough for ONLINE_16BIT's online launch; never under the
+    of up to 131072 that are many enough for ONLINE_16BIT's online launch, and longer 16-bit
+    rows off 16-byte boundaries, one a SM or more (``unaligned_16bit_online``); never under the
     interpreter unless ``TUNING["cooperative"]`` is True).  The launch may still take split
     rows when the compiled kernel cannot hold a row's programs at once.  The arguments are
     those of :func:`softmax`; ``sms`` and ``interpreted`` replace what ``device`` and the

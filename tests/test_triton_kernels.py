@@ -705,8 +705,15 @@ SCHEDULE_CASES = [
     (263, 32768, BF16, {}, "rows"),
     (200, 65536, BF16, {}, "split"),
     (263, 131072, BF16, {}, "cooperative"),  # 16-bit rows past 65536: COOP_LONG["16-bit"]
-    (512, 131073, BF16, {}, "cooperative"),
-    (256, 262146, F16, {}, "cooperative"),
+    (512, 131072 + 8, BF16, {}, "cooperative"),
+    (256, 262144 + 8, F16, {}, "cooperative"),
+    # ... but rows off 16-byte boundaries (not a multiple of 8 long), one a SM or more: online
+    (512, 131073, BF16, {}, "online"),
+    (256, 262146, F16, {}, "online"),
+    (255, 262145, BF16, {}, "online"),
+    (GPU_SMS, (1 << 20) - 1, F16, {}, "online"),
+    (GPU_SMS - 1, 262145, BF16, {}, "cooperative"),
+    (255, 262145, BF16, {"num_chunks": 16}, "split"),
     (64, 1 << 20, F16, {}, "cooperative"),
     (4, 1 << 20, BF16, {}, "split"),  # 4 x 128 chunks: too few to fill 4 a SM
     # precise float32 rows of 16385..1M: COOP_LONG["precise"], several programs a SM
@@ -738,6 +745,9 @@ def test_schedule_for_gpu_and_interpreter(rows, n, dtype, kw, expected):
 
 
 def test_schedule_for_tuning_overrides(tuning):
+    tuning["unaligned_online"] = False  # 16-bit rows off 16-byte boundaries as before 2026-12-07
+    assert schedule_for(255, 262145, BF16, "cuda", sms=GPU_SMS, interpreted=False) == "cooperative"
+    tuning["unaligned_online"] = None
     tuning["cooperative"] = False
     for rows, n, dtype, kw, _ in SCHEDULE_CASES:
         assert schedule_for(rows, n, dtype, "cuda", sms=GPU_SMS, interpreted=False, **kw) != "cooperative"
@@ -1399,12 +1409,12 @@ def test_gpu_row_pieces(n, dtype, tuning, monkeypatch):
 
 
 @gpu
-@pytest.mark.parametrize("n", [16385, 20001, 32767, 65535])
+@pytest.mark.parametrize("n", [16385, 20001, 32767, 65535, 262145])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_gpu_online_rows_off_16_byte_boundaries(n, dtype, tuning):
-    # Many 16-bit rows of odd lengths past the single pass: the online launch (ONLINE_16BIT)
-    # with its aligned-body path, special rows among 2 a SM and more; the plain loop's
-    # results within a rounding or two.
+    # Many 16-bit rows of odd lengths past the single pass: the online launch (ONLINE_16BIT;
+    # past 131072, unaligned_16bit_online's) with its aligned-body path, special rows among
+    # 2 a SM and more; the plain loop's results within a rounding or two.
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     x = torch.cat([special_rows(n, dtype), randn(2 * sms + 7, n, dtype=dtype, scale=3.0)])
     x[-1, : n // 2] = NEG_INF
