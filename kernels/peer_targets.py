@@ -134,7 +134,11 @@ register(Target(
     functools.partial(sdpa_backend, backend=SDPBackend.EFFICIENT_ATTENTION, native_gqa=False),
     Capabilities(dtypes=("float16", "bfloat16", "float32"), devices=CUDA, special_values=False,
                  layout_alignment=16, mask_unit_stride=True, mask_key_broadcast=False, max_heads=65535,
+                 head_dim_multiple=4,
                  notes=("GQA by expanding K/V heads",
+                        "refuses a head dim that is not a multiple of 4: 'No available kernel' (float32, B = 1 and 2, "
+                        "D = 1..32, 127, 129, 255, 257; torch 2.11, measured on an H100, 2026-12-07; torch warns "
+                        "'Mem efficient attention requires last dimension of inputs to be divisible by 4')",
                         "more than 65535 heads: 'CUDA error: invalid argument' (torch 2.11, measured on the H200, "
                         "2026-12-01)",
                         "refuses a mask broadcast over the keys: '(*bias): last dimension must be contiguous' "
@@ -238,6 +242,8 @@ def sdpa_op_with_lse(q, k, v, *, scale: float, causal: bool = False, mask=None, 
 
 for _public, _backend in (("sdpa-flash", "flash"), ("sdpa-efficient", "efficient"), ("sdpa-cudnn", "cudnn")):
     _caps = get_target(_public).caps
+    if _backend in ("flash", "efficient"):  # sdpa_op_with_lse pads their head dim to a multiple of 8
+        _caps = _caps.with_(head_dim_multiple=1)
     register(Target(
         f"{_public}-lse", "attention", functools.partial(sdpa_op_with_lse, backend=_backend),
         _caps.with_(returns_lse=True, notes=(f"SDPA's private {_backend} op, which returns the LSE",) + _caps.notes),

@@ -29,6 +29,11 @@ def test_targets_lists_builtins_with_capabilities() -> None:
     rows = {t["name"]: t for t in json.loads(r.stdout)}
     assert {"torch.softmax", "sdpa-math", "ref-online-softmax", "ref-blocked-attention"} <= set(rows)
     assert "cpu" in rows["torch.softmax"]["available_here"]
+    # head dims a backend refuses: cuDNN's multiples of 8, efficient's of 4 (its -lse twin pads them)
+    assert [rows[n]["head_dim_multiple"] for n in ("sdpa-cudnn", "sdpa-efficient", "sdpa-efficient-lse", "sdpa-math")] == [
+        8, 4, 1, 1]
+    text = run("targets").stdout
+    assert "D=1..512 (multiples of 4)" in text and "D=1..128 (multiples of 8)" in text
     import torch
 
     # "here" is this machine: no target is available on CUDA where torch sees no CUDA device

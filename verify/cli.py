@@ -188,7 +188,7 @@ def cmd_targets(args) -> int:
             "unit_last_stride": c.unit_last_stride, "zero_strides": c.zero_strides, "vector_input": c.vector_input,
             "empty_inputs": c.empty_inputs,
             "length": [c.min_length, c.max_length],
-            "head_dim": [c.head_dim_min, c.head_dim_max], "compute": c.compute_precision or "float32 (float64 for float64)",
+            "head_dim": [c.head_dim_min, c.head_dim_max], "head_dim_multiple": c.head_dim_multiple, "compute": c.compute_precision or "float32 (float64 for float64)",
             "dot": c.dot_precision or "= compute", "description": t.description,
         })
     if args.json:
@@ -197,7 +197,8 @@ def cmd_targets(args) -> int:
     for r in rows:
         extra = "" if r["op"] == "softmax" else (
             f" causal={'y' if r['causal'] else 'n'} mask={'y' if r['bool_mask'] else 'n'} "
-            f"gqa={'y' if r['gqa'] else 'n'} D={r['head_dim'][0]}..{r['head_dim'][1]}")
+            f"gqa={'y' if r['gqa'] else 'n'} D={r['head_dim'][0]}..{r['head_dim'][1]}"
+            + (f" (multiples of {r['head_dim_multiple']})" if r["head_dim_multiple"] > 1 else ""))
         here = ",".join(r["available_here"]) or "not here"
         print(f"{r['name']:<28} {r['op']:<9} dtypes={','.join(r['dtypes'])} devices={','.join(r['devices'])} "
               f"[{here}]{extra}\n    {r['description']}")
