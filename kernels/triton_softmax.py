@@ -181,6 +181,7 @@ COOP_LONG = {
 }
 #: Rows up to this length (per path) are not long rows.
 COOP_LONG_MIN = {"precise": MAX_SINGLE_BLOCK, "fast": MAX_SINGLE_BLOCK, "16-bit": 65536}
+COOP_LONG_MAX = 1 << 20
 #: 16-bit rows off 16-byte boundaries (a length that is not a multiple of 8) past ONLINE_16BIT's
 #: longest, of up to COOP_LONG_MAX, where there are at least this many rows a SM: the online
 #: schedule, not the cooperative one.  The cooperative kernel reads such rows 2 bytes at a time
@@ -202,7 +203,6 @@ def unaligned_16bit_online(n_rows: int, n_cols: int, dtype: torch.dtype, sms: in
         return False
     return (ONLINE_16BIT[-1].max_cols < n_cols <= COOP_LONG_MAX
             and n_rows >= UNALIGNED_16BIT_ONLINE_ROWS_PER_SM * sms)
-COOP_LONG_MAX = 1 << 20
 
 
 class OnlineLaunch(NamedTuple):

@@ -473,6 +473,8 @@ def _rows_weighing_keys(mask: MaskSpec, causal: bool, seq_q: int, seq_k: int) ->
     if causal:
         keep = keep & (np.arange(seq_k)[None, :] <= np.arange(seq_q)[:, None])
     return float((keep.sum(axis=1) >= 2).mean()) if seq_q else 0.0
+
+
 #: The value of the probe draw that takes each of the probes drawn by it (the two long-sequence
 #: probes share one: a second draw picks the side).
 _PROBE_DRAWS = {"mid-keys": PROBE_ODDS - 1, "mid-queries": PROBE_ODDS - 1, "many-heads": PROBE_ODDS - 2,

@@ -107,14 +107,18 @@ def common_multiples(lo: int, hi: int, blocks: tuple[int, ...] = TILE_WIDTHS) ->
     2026-12-07).  240 fills tiles of 16, 48 and 80; 192 of 16, 32, 48, 64, 96 and 192.
     """
     odd = tuple(b for b in blocks if b & (b - 1))
-    found = {m for b in odd for m in range(b * max(1, -(-lo // b)), hi + 1, b)
-             if sum(m % w == 0 for w in blocks) >= 2}
+    found = {m for b in odd for m in range(b * max(1, -(-lo // b)), hi + 1, b) if _fills_several(m, blocks)}
     return tuple(sorted(found))
+
+
+def _fills_several(m: int, blocks: tuple[int, ...] = TILE_WIDTHS) -> bool:
+    """Whether ``m`` is a multiple of two or more of ``blocks``, one of them not a power of two."""
+    return m >= 1 and sum(m % w == 0 for w in blocks) >= 2 and any(m % w == 0 for w in blocks if w & (w - 1))
 
 
 def length_features(n: int) -> tuple[str, ...]:
     """Features of a length: ``len:1``, ``len:prime``, ``len:2^k±1``, ``len:multB±1``,
-    ``len:odd-tile-edge``, ``len:tail2-3``."""
+    ``len:odd-tile-edge``, ``len:tail2-3``, ``len:multi-tile-edge``."""
     found = []
     if n == 1:
         found.append("len:1")
@@ -137,7 +141,7 @@ def length_features(n: int) -> tuple[str, ...]:
         found.append("len:odd-tile-edge")
     if any(n > b and n % b in FEW for b in TILE_WIDTHS):
         found.append("len:tail2-3")
-    if any(m in common_multiples(m, m) for m in (n - 1, n, n + 1) if m >= 1):
+    if any(_fills_several(m) for m in (n - 1, n, n + 1)):
         found.append("len:multi-tile-edge")
     return tuple(found)
 
