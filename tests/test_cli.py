@@ -30,8 +30,8 @@ def test_targets_lists_builtins_with_capabilities() -> None:
     assert {"torch.softmax", "sdpa-math", "ref-online-softmax", "ref-blocked-attention"} <= set(rows)
     assert "cpu" in rows["torch.softmax"]["available_here"]
     # head dims a backend refuses: cuDNN's multiples of 8, efficient's of 4 (its -lse twin pads them)
-    assert [rows[n]["head_dim_multiple"] for n in ("sdpa-cudnn", "sdpa-efficient", "sdpa-efficient-lse", "sdpa-math")] == [
-        8, 4, 1, 1]
+    named = ("sdpa-cudnn", "sdpa-efficient", "sdpa-efficient-lse", "sdpa-math")
+    assert [rows[n]["head_dim_multiple"] for n in named] == [8, 4, 1, 1]
     text = run("targets").stdout
     assert "D=1..512 (multiples of 4)" in text and "D=1..128 (multiples of 8)" in text
     import torch

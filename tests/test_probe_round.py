@@ -83,7 +83,8 @@ def _attention_probe_holds(probe: str, case) -> bool:
     return {
         "empty-batch": s.batch == 0 and not s.specials and case.build().q.shape[0] == 0,
         "coincident-heads": (s.mask is not None and s.mask.kind == "random" and s.mask.density == 0.5
-                             and s.mask_shape in ("bhqk", "hqk") and not s.causal and s.batch == s.heads_q == s.heads_kv >= 2
+                             and s.mask_shape in ("bhqk", "hqk") and not s.causal
+                             and s.batch == s.heads_q == s.heads_kv >= 2
                              and s.seq_k >= min(MAX_SEQ, 16) and s.mask_layout != "expanded"),
         "block-ends": (s.k.kind == "key-spike" and s.k.count == 5 and s.q.kind == "constant" and s.mask is None
                        and not s.causal and not s.specials and s.batch == 1

@@ -188,7 +188,8 @@ def cmd_targets(args) -> int:
             "unit_last_stride": c.unit_last_stride, "zero_strides": c.zero_strides, "vector_input": c.vector_input,
             "empty_inputs": c.empty_inputs,
             "length": [c.min_length, c.max_length],
-            "head_dim": [c.head_dim_min, c.head_dim_max], "head_dim_multiple": c.head_dim_multiple, "compute": c.compute_precision or "float32 (float64 for float64)",
+            "head_dim": [c.head_dim_min, c.head_dim_max], "head_dim_multiple": c.head_dim_multiple,
+            "compute": c.compute_precision or "float32 (float64 for float64)",
             "dot": c.dot_precision or "= compute", "description": t.description,
         })
     if args.json:
