@@ -47,6 +47,7 @@ class Bug:
     mask_by_multiply: bool = False  # apply the mask by zeroing probabilities (0 * NaN leaks)
     probs_dtype_narrow: bool = True  # P rounded to the input dtype before P V (FlashAttention)
     drop_tail_block: bool = False  # forget the last partial key block
+    flush_subnormal_v: bool = False  # attention: V entries below the input format's smallest normal read as 0 (DAZ)
     fused_scale_shift: bool = False  # exp(fma(s, scale, -m)) with m = round(max(s) * scale)
     index_bits: int | None = None  # softmax column / attention key offsets held in a signed integer this wide
     store_dead_rows: bool = True  # write rows with nothing visible (False: left as torch.empty gave them)
@@ -209,6 +210,8 @@ def _streaming_attention(q: Tensor, k: Tensor, v: Tensor, *, scale: float, causa
     heads = heads % Hkv if bug.gqa_modulo else heads // group
     work = torch.float64 if q.dtype == torch.float64 else torch.float32
     kw, vw = k.to(work), v.to(work)
+    if bug.flush_subnormal_v:
+        vw = torch.where(vw.abs() < torch.finfo(v.dtype).tiny, torch.zeros_like(vw), vw)
     keys = _wrapped(Nk, bug.index_bits, q.device)
     if keys is not None:
         # A wrapped key offset addresses memory before the head's rows: the previous
@@ -403,6 +406,11 @@ MUTANTS: list[Mutant] = [
     Mutant("attention-drops-tail-block", "attention", "the last partial key block is skipped",
            "ragged tail", "https://github.com/jax-ml/jax/issues/27224",
            _attention(Bug(drop_tail_block=True)), Capabilities(dtypes=STD, devices=CPU)),
+    Mutant("attention-subnormal-v-flushed", "attention",
+           "V entries below the input format's smallest normal read as 0, as MI200's MFMA_F16/BF16 flush them",
+           "denormals flushed to zero",
+           "https://rocm.docs.amd.com/projects/MIOpen/en/latest/MI200AlternateImplementation.html",
+           _attention(Bug(flush_subnormal_v=True)), Capabilities(dtypes=STD, devices=CPU)),
     Mutant("attention-dead-rows-unwritten", "attention",
            "query rows that see no key skipped: left as torch.empty gave them (fresh memory reads 0, the right answer)",
            "unwritten output", "https://github.com/microsoft/onnxruntime/pull/28958",

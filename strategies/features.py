@@ -146,7 +146,7 @@ QK_VALUE_KINDS = ("normal", "uniform", "constant", "outliers", "cancellation", "
 PROBE_K_VALUE_KINDS = ("key-spike",)
 #: V recipes only the absorption probe draws (key-spike: its far-tail cases, the spike key's V at 0).
 PROBE_V_VALUE_KINDS = ("ends-opposed", "key-spike")
-V_VALUE_KINDS = QK_VALUE_KINDS + ("full-range",)
+V_VALUE_KINDS = QK_VALUE_KINDS + ("full-range", "near-underflow")
 #: K recipes: Q's, and copies of one key (near-)tied in every query's scores (``key-ties``).
 K_VALUE_KINDS = QK_VALUE_KINDS + ("key-ties",)
 #: Q, K or V recipes with a stretch of positions exactly 0 (see ``strategies.attention``).

@@ -94,6 +94,14 @@ ends-opposed
     probe's V.  The spike key (at either end) then carries the opposite sign of every
     other key's value, so weight a kernel drops from its running sum and weight it drops
     from its accumulator move the output the same way instead of cancelling.
+near-underflow
+    (V of attention) magnitudes log-uniform from ``gap`` (twice the input format's smallest
+    subnormal) to ``scale`` (its smallest normal times 1, 2, 4 or 8), so that nine entries in
+    ten or more are subnormal in the input format; signs mixed (``count`` 0), all positive (1)
+    or all negative (2).  The output then lies near the format's smallest normal too, where a
+    kernel that flushes subnormal values or products to zero (an FTZ compile flag, a cast that
+    drops them) loses most of it, while a correct kernel's gradual underflow costs at most half
+    a float32 subnormal a product (``verify.tolerance.underflow_bound``).
 zero-run
     (Q, K or V of attention) ``offset + scale * N(0,1)``, but every entry of the positions
     from ``floor(rate * n)`` on, ``ceil(gap * n)`` of them (n the positions of a (batch,
@@ -137,6 +145,8 @@ BLOCK_END_SPREAD = 0.125
 #: Which key of a (batch, head) a ``key-spike`` recipe lifts, by its ``count``: ``block-ends``
 #: lifts every key at a power-of-two block's edge, 2**j - 1 and 2**j for j >= 4 (15, 16, 31, 32,
 #: ...), see ``block_end_keys``.
+#: near-underflow's signs, by ``count``.
+UNDERFLOW_SIGNS = ("mixed", "positive", "negative")
 KEY_SPIKE_AT = ("first", "last", "either", "alternate", "alternate-last", "block-ends")
 SPREAD_KINDS = ("normal", "uniform", "ties", "dominant", "outliers", "drift", "seq-drift", "slab-levels")
 
@@ -177,6 +187,9 @@ class ValueRecipe:
             raise spec_error("value recipe", f"a dominant entry's count picks {DOMINANT_AT} (0 to {len(DOMINANT_AT) - 1})", self.count)
         if self.kind == "zero-run" and not 0 < self.gap <= 1:
             raise spec_error("value recipe", "a zero run's share (gap) must lie in (0, 1]", self.gap)
+        if self.kind == "near-underflow" and not (0 < self.gap <= self.scale and self.count < len(UNDERFLOW_SIGNS)):
+            raise spec_error("value recipe", "near-underflow needs 0 < gap (the smallest magnitude) <= scale "
+                             f"(the largest) and a count picking {UNDERFLOW_SIGNS} (0 to 2)", self)
         if self.kind == "key-spike" and self.count >= len(KEY_SPIKE_AT):
             raise spec_error("value recipe", f"a key spike's count picks {KEY_SPIKE_AT} (0 to 5)", self.count)
 
@@ -223,6 +236,8 @@ class ValueRecipe:
             return f"plateau(scale={num(self.scale)}{off}, first={num(self.rate)}, margin={num(self.gap)}, edge={edge})"
         if k in ("cancellation", "near-max", "very-negative", "subnormal-output", "near-uniform"):
             return f"{k}(offset={num(self.offset)}, spread={num(self.scale)})"
+        if k == "near-underflow":
+            return f"near-underflow(from={num(self.gap)}, to={num(self.scale)}, signs={UNDERFLOW_SIGNS[self.count]})"
         return f"{k}(scale={num(self.scale)}{off})"
 
     def features(self) -> tuple[str, ...]:
@@ -296,6 +311,13 @@ class ValueRecipe:
             return x
         if k == "full-range":
             return _full_range(rng, shape, fmt, limit)
+        if k == "near-underflow":
+            # 2**e * (1 + u), e uniform over the binades from gap's to scale's: ldexp only (exact).
+            e = rng.integers(math.frexp(self.gap)[1] - 1, math.frexp(self.scale)[1], shape)
+            mag = np.minimum(np.ldexp(1.0 + rng.random(shape), e), self.scale)
+            if self.count == 0:
+                return np.where(rng.random(shape) < 0.5, -mag, mag)
+            return mag if self.count == 1 else -mag
         if k == "outliers":
             hits = rng.random(shape) < self.rate
             x = rng.standard_normal(shape) + self.gap * rng.standard_normal(shape) * hits
@@ -627,6 +649,9 @@ def _interpret(fmt: FloatFormat, limit: float, kind: str, a: float, b: float, p:
         return ValueRecipe(kind, scale=abs(b) if b else 1.0, offset=offset)
     if kind == "full-range":
         return ValueRecipe(kind, scale=0.0)
+    if kind == "near-underflow":
+        return ValueRecipe(kind, scale=fmt.smallest_normal * 2.0 ** (p % 4), gap=2 * fmt.smallest_subnormal,
+                           count=(p // 4) % len(UNDERFLOW_SIGNS))
     if kind == "subnormal-output":
         # -ln(smallest subnormal): ~103 in float32, ~17 in float16; 5-25 % more puts some outputs below it.
         width = float(f"{-math.log(fmt.smallest_subnormal) * (1.05, 1.25)[p % 2]:.4g}")

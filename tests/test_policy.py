@@ -154,21 +154,52 @@ def test_flushed_to_zero_counts_only_zeros_that_should_be_subnormal(dtype: str) 
     assert float(ulps[0]) <= 0.5 and float(ulps[1]) <= 0.5
 
 
-def test_tf32_tolerance_covers_flushed_subnormal_values() -> None:
-    """A TF32 tensor core reads a subnormal V entry as 0: that is within the TF32 claim, not IEEE."""
+def test_subnormal_values_read_as_0_are_a_violation_unless_the_target_flushes_in_float32() -> None:
+    """A subnormal V entry read as 0 is a violation for an IEEE target, and within the claim of
+    one that takes a TF32 dot (its tensor cores do it) or declares ``flushes_subnormals``, for
+    float32 and bfloat16 inputs; float16's subnormals (normal in float32) read as 0 are a
+    violation whatever it declares."""
     q = torch.tensor([[[[0.5, -1.0, 0.25, 2.0]]]])
     k = torch.tensor([[[[1.0, 0.5, -0.5, 0.25]]]])
-    v = torch.tensor([[[[-3.98e-42, 1.5, 2.0**-140, -0.75]]]])
-    got = v.clone()
-    got[..., 0] = 0.0
-    got[..., 2] = 0.0
-    fmt = get_format(torch.float32)
-    truth = oracle.attention_truth(q, k, v, scale=0.5, causal=False, target=fmt)
-    for caps, ok in ((Capabilities(dot_precision="tfloat32"), True), (Capabilities(), False)):
-        model = ToleranceModel.for_target(caps, "float32")
-        tol = tolerance.attention_tolerance_units(q, v, truth, fmt, model)
-        ev = evaluate_attention(got, truth, tol, v=v, hull_slack=tolerance.hull_relative_slack(q.dtype, fmt, model))
-        assert (not ev.violations) == ok, (caps.dot_precision, ev.violations)
+    cases = {"float32": [-3.98e-42, 1.5, 2.0**-140, -0.75],
+             "bfloat16": [-2.0**-130, 1.5, 2.0**-133, -0.75],
+             "float16": [-2.0**-20, 1.5, 2.0**-24, -0.75]}
+    for dtype, values in cases.items():
+        fmt = get_format(dtype)
+        v = torch.tensor([[[values]]], dtype=fmt.torch_dtype)
+        assert all(0 < abs(float(v[..., i])) < fmt.smallest_normal for i in (0, 2))
+        qd, kd = q.to(fmt.torch_dtype), k.to(fmt.torch_dtype)
+        truth = oracle.attention_truth(qd, kd, v, scale=0.5, causal=False, target=fmt)
+        for caps, flushes in ((Capabilities(), False), (Capabilities(flushes_subnormals=True), True),
+                              (Capabilities(dot_precision="tfloat32"), True)):
+            if caps.dot_precision and dtype != "float32":
+                continue
+            model = ToleranceModel.for_target(caps, dtype)
+            tol = tolerance.attention_tolerance_units(qd, v, truth, fmt, model)
+            slack = tolerance.hull_relative_slack(qd.dtype, fmt, model)
+            assert not evaluate_attention(v.clone(), truth, tol, v=v, hull_slack=slack).violations  # kept: exact
+            got = v.clone()
+            got[..., [0, 2]] = 0.0
+            ev = evaluate_attention(got, truth, tol, v=v, hull_slack=slack)
+            assert (not ev.violations) == (flushes and dtype != "float16"), (dtype, caps, ev.violations)
+
+
+def test_gradual_underflow_of_the_products_is_within_an_ieee_claim() -> None:
+    """With every weight 1/64 and V at float32's smallest subnormals, the products round on
+    float32's subnormal grid (half of them to 0, exactly as IEEE arithmetic gives): an IEEE
+    target's output, and within its tolerance only by the underflow term."""
+    nk = 64
+    v = (torch.ldexp(torch.ones(16), torch.arange(16)) * 2.0**-149).expand(nk, 16).reshape(1, 1, nk, 16).contiguous()
+    q, k = torch.zeros(1, 1, 1, 16), torch.zeros(1, 1, nk, 16)
+    got = (torch.full((1, 1, 1, nk), 1.0 / nk) @ v)  # float32 products, rounded where subnormal
+    fmt = get_format("float32")
+    truth = oracle.attention_truth(q, k, v, scale=1.0, causal=False, target=fmt)
+    assert bool((got[..., :6] != truth.out.hi[..., :6]).any())  # the rounding is visible
+    model = ToleranceModel.for_target(Capabilities(), "float32")
+    tol = tolerance.attention_tolerance_units(q, v, truth, fmt, model)
+    assert not evaluate_attention(got, truth, tol, v=v).violations
+    without = tol - model.safety * tolerance.underflow_bound(nk, model) / fmt.smallest_subnormal
+    assert bool((metrics.condition_error(got, truth.out, truth.cond, fmt) > without).any())
 
 
 def test_flash_rule_adds_fa3s_atol_to_the_naive_error() -> None:

@@ -74,6 +74,12 @@ class Capabilities:
     compute_precision: str | None = None  # None: float32 for <=32-bit inputs, float64 for float64
     dot_precision: str | None = None  # precision of Q K^T and P V products; None: compute_precision
     probs_rounded_to_input: bool = True  # P rounded to the input dtype before P V (FlashAttention does)
+    # Attention: results below the compute format's smallest normal (products p_j v_jd, the
+    # accumulator's rescales, subnormal V entries read) may be flushed to zero (an FTZ/DAZ
+    # build, MI200's MFMA), not rounded to its subnormals; implied by a TF32 dot, whose tensor
+    # cores read subnormal V as 0.  Float16's subnormals are normal in float32: flushing them
+    # stays a violation.  Off: IEEE gradual underflow (verify.tolerance.underflow_bound).
+    flushes_subnormals: bool = False
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     def __post_init__(self) -> None:

@@ -454,7 +454,9 @@ def evaluate_attention(
         else:
             vmin, vmax = (t.to(g.device) for t in value_range(v, g.shape[1]))
         nk = v.shape[-2]
-        slack = (hull_slack + (nk + 8) * 2.0**-20) * torch.maximum(vmin.abs(), vmax.abs()) + fmt.smallest_subnormal
+        # plus float32's underflow of the products and rescales, flushed at worst (tolerance.underflow_bound)
+        slack = ((hull_slack + (nk + 8) * 2.0**-20) * torch.maximum(vmin.abs(), vmax.abs()) + fmt.smallest_subnormal
+                 + (2 * nk + 1) * 2.0**-126)
         outside = finite_el & torch.isinf(tol_units) & torch.isfinite(g) & ((g < vmin - slack) | (g > vmax + slack))
     if outside.any():
         dist = torch.maximum(vmin - g, g - vmax)

@@ -35,9 +35,13 @@ Attention, element (i, d), in units of u_T * sum_j p_j |v_jd| (``verify.metrics`
   safety factor: rounding each p_j to nearest moves the output by at most
   u_in sum_j p_j |v_jd| / l = u_in c_d, exactly (l is summed before the rounding), and its
   products with the other first-order terms are far inside their safety margin; the output's
-  final rounding scales it by at most 1 + u_T.  With 1.25 u_P, a kernel that also rounded
-  1/l to the input dtype (an extra u_in c_d) fit under the tolerance in searches of 100 and
-  300 examples a dtype (a blind mutant, seeds 1 and 2, 2026-12-03).
+  final rounding scales it by at most 1 + u_T.  ``flush`` is absolute: weights p_j flushed to
+  zero below c's smallest normal (2 tiny_c sum_j |v_jd|), P's subnormals in the input format
+  where P is rounded to it, and results below c's smallest normal: (2 Nk + 1) s_c / 2 (s_c
+  its smallest subnormal) rounded to c's subnormals, (2 Nk + 1) tiny_c flushed to zero where
+  the target declares it or takes a TF32 dot (``underflow_bound``).  With 1.25 u_P,
+  a kernel that also rounded 1/l to the input dtype (an extra u_in c_d) fit under the
+  tolerance in searches of 100 and 300 examples a dtype (a blind mutant, seeds 1 and 2, 2026-12-03).
 
 First-order bounds are rigorous up to O(u^2) terms; ``safety`` (1.25) absorbs
 those and equivalent reorderings.  flash-attention's own rule (error <= 2x a
@@ -76,6 +80,7 @@ class ToleranceModel:
     compute: FloatFormat
     dot: FloatFormat
     probs_rounded_to_input: bool = True
+    flushes_subnormals: bool = False
     exp_ulps: float = 2.0
     safety: float = 1.25
 
@@ -85,11 +90,14 @@ class ToleranceModel:
             compute=get_format(caps.compute_format(dtype)),
             dot=get_format(caps.dot_format(dtype)),
             probs_rounded_to_input=caps.probs_rounded_to_input,
+            flushes_subnormals=caps.flushes_subnormals,
         )
 
     def describe(self) -> str:
         p = ", P rounded to input dtype" if self.probs_rounded_to_input else ""
-        return f"compute {self.compute.name}, dot {self.dot.name}{p}, exp {self.exp_ulps:g} ulp, safety {self.safety:g}"
+        ftz = ", subnormals flushed" if self.flushes_subnormals else ""
+        return (f"compute {self.compute.name}, dot {self.dot.name}{p}{ftz}, exp {self.exp_ulps:g} ulp, "
+                f"safety {self.safety:g}")
 
 
 def _conversion(u_c: float, fin: FloatFormat, c: FloatFormat) -> float:
@@ -473,11 +481,7 @@ def attention_tolerance_units(
     cond = truth.cond
     weighted = pr @ vabs
     flush = (2 * c.smallest_normal + (fin.smallest_subnormal / 2 if u_p + u_tf32 else 0.0)) * vabs.sum(-2, keepdim=True)
-    if u_tf32:
-        # Tensor cores taking TF32 flush subnormal V entries to 0: at most one smallest
-        # normal per output, the weights summing to 1 (found on the H200 with v = -4e-42).
-        flush = flush + model.dot.smallest_normal
-    num = weighted + cond * (eps_l + _gamma(Nk, u_c) + u_tf32 + 2 * u_c) + flush
+    num = weighted + cond * (eps_l + _gamma(Nk, u_c) + u_tf32 + 2 * u_c) + flush + underflow_bound(Nk, model, q.dtype)
     denom = torch.clamp(fmt.unit_roundoff * cond, min=fmt.smallest_subnormal)
     # P's rounding to the input dtype is an exact first-order bound: no safety factor (module doc).
     tol = 1.0 + (model.safety * num + u_p * (1.0 + fmt.unit_roundoff) * cond) / denom
@@ -489,6 +493,26 @@ def attention_tolerance_units(
     tol = torch.where(ill[..., None], torch.full_like(tol, float("inf")), tol)
     finite = (truth.row_status == 0)[..., None] & ~truth.expected_nonfinite
     return torch.where(finite, tol, torch.full_like(tol, float("nan")))
+
+
+def underflow_bound(n_keys: int, model: ToleranceModel, q_dtype: torch.dtype | None = None) -> float:
+    """Absolute error of one attention output from results below the compute format c's
+    smallest normal tiny_c: (2 Nk + 1) s_c / 2 with IEEE gradual underflow (s_c c's smallest
+    subnormal), (2 Nk + 1) tiny_c where the target flushes them to zero.
+
+    There no relative bound holds.  A product p_j v_jd, a rescale of the accumulator by alpha,
+    or the final division by l whose result is below tiny_c rounds to c's subnormal grid, an
+    absolute error of up to s_c / 2 (additions are exact there); flushed to zero instead, less
+    than tiny_c.  An output has at most Nk products, at most Nk rescales (one a key block) and
+    one division; dividing by l >= 1 only shrinks the accumulator's part.  Flushing counts
+    where the target declares it (``Capabilities.flushes_subnormals``) or where P and V enter a
+    narrower dot format (TF32: its tensor cores read subnormal V as 0, found on the H200 with
+    v = -4e-42; ``q_dtype`` tells).  It matters only where outputs lie within a few thousand
+    s_c (or tiny_c) of 0: V drawn near its format's smallest normal (the near-underflow kind).
+    """
+    flushes = model.flushes_subnormals or (q_dtype is not None and probs_rounding_parts(q_dtype, model)[1] > 0)
+    c = model.compute
+    return (2 * n_keys + 1) * (c.smallest_normal if flushes else c.smallest_subnormal / 2)
 
 
 def score_error_bound(q_dtype: torch.dtype, head_dim: int, truth: AttentionTruth, model: ToleranceModel) -> torch.Tensor:
