@@ -190,9 +190,13 @@ COOP_LONG_MAX = 1 << 20
 #: =chunks1,...,align --dtypes bf16 --ns 262145``, one round, do_bench medians): bf16 rows of
 #: 262145 (255, 1.93 a SM) online 61.5% of copy (graph 72.1%), 1.32x torch.softmax, against the
 #: cooperative launch's 35.0% (41.5%), 0.75x; split rows 50.4%, the cooperative launch with the
-#: windows on 4096-wide chunks 48.1%.  Measured at that shape alone: fewer rows than one a SM
-#: keep the cooperative schedule (online, a program a row would leave SMs idle).
-UNALIGNED_16BIT_ONLINE_ROWS_PER_SM = 1
+#: windows on 4096-wide chunks 48.1%.  Rows from half a SM on (H100, 2026-12-07 16:07-16:10 UTC,
+#: ``--sweep --variants =chunks1 --dtypes bf16 --elements ROWS*N``, two rounds; online against
+#: cooperative, x torch.softmax): N = 1048575 at 128 rows 1.28x / 0.80x, 96 rows 1.28x / 0.91x,
+#: 64 rows 1.36x / 1.17x; N = 655361 at 128 rows 1.30x / 0.80x, 64 rows 1.43x / 1.19x; N = 393217
+#: at 128 rows 1.41x / 0.79x, 96 rows 1.45x / 0.94x.  Fewer rows keep the cooperative schedule
+#: (a program a row leaves SMs idle): N = 1048575 at 32 rows 1.54x / 2.15x, 16 rows 1.56x / 3.60x.
+UNALIGNED_16BIT_ONLINE_ROWS_PER_SM = 0.5
 
 
 def unaligned_16bit_online(n_rows: int, n_cols: int, dtype: torch.dtype, sms: int) -> bool:
@@ -1718,7 +1722,7 @@ def schedule_for(n_rows: int, n_cols: int, dtype: torch.dtype, device: torch.dev
     and 16385..1M on the fast one, and 16-bit rows of 65537..1M,
     where the rows fill the resident programs, see ``_wants_cooperative``, except 16-bit rows
     of up to 131072 that are many enough for ONLINE_16BIT's online launch, and longer 16-bit
-    rows off 16-byte boundaries, one a SM or more (``unaligned_16bit_online``); never under the
+    rows off 16-byte boundaries, half a SM or more (``unaligned_16bit_online``); never under the
     interpreter unless ``TUNING["cooperative"]`` is True).  The launch may still take split
     rows when the compiled kernel cannot hold a row's programs at once.  The arguments are
     those of :func:`softmax`; ``sms`` and ``interpreted`` replace what ``device`` and the

@@ -15,6 +15,7 @@ records the upstream bug and turns into a failure once it is fixed.
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -707,12 +708,13 @@ SCHEDULE_CASES = [
     (263, 131072, BF16, {}, "cooperative"),  # 16-bit rows past 65536: COOP_LONG["16-bit"]
     (512, 131072 + 8, BF16, {}, "cooperative"),
     (256, 262144 + 8, F16, {}, "cooperative"),
-    # ... but rows off 16-byte boundaries (not a multiple of 8 long), one a SM or more: online
+    # ... but rows off 16-byte boundaries (not a multiple of 8 long), half a SM or more: online
     (512, 131073, BF16, {}, "online"),
     (256, 262146, F16, {}, "online"),
     (255, 262145, BF16, {}, "online"),
     (GPU_SMS, (1 << 20) - 1, F16, {}, "online"),
-    (GPU_SMS - 1, 262145, BF16, {}, "cooperative"),
+    (GPU_SMS // 2, (1 << 20) - 1, BF16, {}, "online"),
+    (GPU_SMS // 2 - 1, 262145, BF16, {}, "cooperative"),
     (255, 262145, BF16, {"num_chunks": 16}, "split"),
     (64, 1 << 20, F16, {}, "cooperative"),
     (4, 1 << 20, BF16, {}, "split"),  # 4 x 128 chunks: too few to fill 4 a SM
@@ -1409,14 +1411,16 @@ def test_gpu_row_pieces(n, dtype, tuning, monkeypatch):
 
 
 @gpu
-@pytest.mark.parametrize("n", [16385, 20001, 32767, 65535, 262145])
+@pytest.mark.parametrize("n, rows_per_sm", [(16385, 2), (20001, 2), (32767, 2), (65535, 2), (262145, 2),
+                                            ((1 << 20) - 1, 0.5)])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-def test_gpu_online_rows_off_16_byte_boundaries(n, dtype, tuning):
+def test_gpu_online_rows_off_16_byte_boundaries(n, rows_per_sm, dtype, tuning):
     # Many 16-bit rows of odd lengths past the single pass: the online launch (ONLINE_16BIT;
-    # past 131072, unaligned_16bit_online's) with its aligned-body path, special rows among
-    # 2 a SM and more; the plain loop's results within a rounding or two.
+    # past 131072, unaligned_16bit_online's, from half a SM's rows) with its aligned-body path,
+    # special rows among them; the plain loop's results within a rounding or two.
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    x = torch.cat([special_rows(n, dtype), randn(2 * sms + 7, n, dtype=dtype, scale=3.0)])
+    n_random = 2 * sms + 7 if rows_per_sm == 2 else math.ceil(rows_per_sm * sms) + 1 - 9
+    x = torch.cat([special_rows(n, dtype), randn(n_random, n, dtype=dtype, scale=3.0)])
     x[-1, : n // 2] = NEG_INF
     assert schedule_for(x.shape[0], n, dtype, x.device) == "online"
     assert triton_softmax._align_elements(x, torch.empty_like(x)) == 8
