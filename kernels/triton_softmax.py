@@ -190,7 +190,7 @@ COOP_LONG_MAX = 1 << 20
 #: =chunks1,...,align --dtypes bf16 --ns 262145``, one round, do_bench medians): bf16 rows of
 #: 262145 (255, 1.93 a SM) online 61.5% of copy (graph 72.1%), 1.32x torch.softmax, against the
 #: cooperative launch's 35.0% (41.5%), 0.75x; split rows 50.4%, the cooperative launch with the
-#: windows on 4096-wide chunks 48.1%.  Rows from half a SM on (H100, 2026-12-07 16:07-16:10 UTC,
+#: windows on 4096-wide chunks 48.1%.  Rows from half a SM on (H100, 2026-12-07 16:07-16:08 UTC,
 #: ``--sweep --variants =chunks1 --dtypes bf16 --elements ROWS*N``, two rounds; online against
 #: cooperative, x torch.softmax): N = 1048575 at 128 rows 1.28x / 0.80x, 96 rows 1.28x / 0.91x,
 #: 64 rows 1.36x / 1.17x; N = 655361 at 128 rows 1.30x / 0.80x, 64 rows 1.43x / 1.19x; N = 393217

@@ -96,9 +96,10 @@ ends-opposed
     from its accumulator move the output the same way instead of cancelling.
 near-underflow
     (V of attention) magnitudes log-uniform from ``gap`` (twice the input format's smallest
-    subnormal) to ``scale`` (its smallest normal times 1, 2, 4 or 8), so that nine entries in
-    ten or more are subnormal in the input format; signs mixed (``count`` 0), all positive (1)
-    or all negative (2).  The output then lies near the format's smallest normal too, where a
+    subnormal) to ``scale`` (its smallest normal times 1, 2, 4 or 8): of the binades drawn, the
+    p - 1 subnormal ones against 1 to 4 normal ones, so that most entries are subnormal in the
+    input format (from two in three, bfloat16's 7 binades against 4, up); signs mixed
+    (``count`` 0), all positive (1) or all negative (2).  The output then lies near the format's smallest normal too, where a
     kernel that flushes subnormal values or products to zero (an FTZ compile flag, a cast that
     drops them) loses most of it, while a correct kernel's gradual underflow costs at most half
     a float32 subnormal a product (``verify.tolerance.underflow_bound``).

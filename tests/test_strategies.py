@@ -446,6 +446,29 @@ def test_full_range_rows_reach_both_ends(dtype: str) -> None:
     assert (x.max(axis=1) == top).all() and (x.min(axis=1) == -top).all()
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
+def test_near_underflow_values_are_mostly_subnormal_in_the_input_format(dtype: str) -> None:
+    """The V kind near-underflow, as value_recipes draws it for the dtype: most entries below the
+    format's smallest normal (stored as such, none rounded to 0), some normal, none above 8
+    smallest normals, with the signs its count picks; a recipe with no range is refused."""
+    from strategies.values import UNDERFLOW_SIGNS, _interpret
+
+    fmt = FORMATS[dtype]
+    for count, sign in enumerate(UNDERFLOW_SIGNS):
+        recipe = _interpret(fmt, fmt.max_finite, "near-underflow", 1.0, 0.0, 4 * count + 3)
+        assert recipe.count == count and recipe.scale == 8 * fmt.smallest_normal
+        x = _rows(recipe, dtype, length=512)
+        nonzero = x[x != 0]
+        assert nonzero.size == x.size  # twice the smallest subnormal and up: nothing rounds to 0
+        subnormal = (np.abs(x) < fmt.smallest_normal).mean()
+        assert 0.6 <= subnormal < 1 and (np.abs(x) <= 8 * fmt.smallest_normal).all()
+        assert {"mixed": (x < 0).any() and (x > 0).any(), "positive": (x > 0).all(),
+                "negative": (x < 0).all()}[sign]
+        assert recipe.describe().startswith("near-underflow(") and f"signs={sign}" in recipe.describe()
+    with pytest.raises(ValueError, match="near-underflow needs 0 < gap"):
+        ValueRecipe("near-underflow", scale=1e-38)
+
+
 def test_ties_and_dominant_and_outliers() -> None:
     ties = _rows(ValueRecipe("ties", scale=1.0, count=5), "float32")
     assert ((ties == ties.max(axis=1, keepdims=True)).sum(axis=1) >= 5).all()
