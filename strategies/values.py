@@ -99,10 +99,11 @@ near-underflow
     subnormal) to ``scale`` (its smallest normal times 1, 2, 4 or 8): of the binades drawn, the
     p - 1 subnormal ones against 1 to 4 normal ones, so that most entries are subnormal in the
     input format (from two in three, bfloat16's 7 binades against 4, up); signs mixed
-    (``count`` 0), all positive (1) or all negative (2).  The output then lies near the format's smallest normal too, where a
-    kernel that flushes subnormal values or products to zero (an FTZ compile flag, a cast that
-    drops them) loses most of it, while a correct kernel's gradual underflow costs at most half
-    a float32 subnormal a product (``verify.tolerance.underflow_bound``).
+    (``count`` 0), all positive (1) or all negative (2).  The output then lies near the
+    format's smallest normal too, where a kernel that flushes subnormal values or products to
+    zero (an FTZ compile flag, a cast that drops them) loses most of it, while a correct
+    kernel's gradual underflow costs at most half a float32 subnormal a product
+    (``verify.tolerance.underflow_bound``).
 zero-run
     (Q, K or V of attention) ``offset + scale * N(0,1)``, but every entry of the positions
     from ``floor(rate * n)`` on, ``ceil(gap * n)`` of them (n the positions of a (batch,
@@ -146,9 +147,9 @@ BLOCK_END_SPREAD = 0.125
 #: Which key of a (batch, head) a ``key-spike`` recipe lifts, by its ``count``: ``block-ends``
 #: lifts every key at a power-of-two block's edge, 2**j - 1 and 2**j for j >= 4 (15, 16, 31, 32,
 #: ...), see ``block_end_keys``.
+KEY_SPIKE_AT = ("first", "last", "either", "alternate", "alternate-last", "block-ends")
 #: near-underflow's signs, by ``count``.
 UNDERFLOW_SIGNS = ("mixed", "positive", "negative")
-KEY_SPIKE_AT = ("first", "last", "either", "alternate", "alternate-last", "block-ends")
 SPREAD_KINDS = ("normal", "uniform", "ties", "dominant", "outliers", "drift", "seq-drift", "slab-levels")
 
 

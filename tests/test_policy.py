@@ -24,6 +24,8 @@ from verify.contracts import Evaluation, evaluate_attention
 from verify.capabilities import Capabilities
 from verify.dtypes import get_format
 from verify.tolerance import ToleranceModel, lse_tolerance_units
+from strategies.attention import AttentionSpec
+from strategies.values import ValueRecipe
 
 # The mutants' controls (control-streaming-softmax, -attention) are correct too; tests/test_mutants.py
 # runs them (test_control_is_not_killed), and the nightly list below adds them back.
@@ -200,6 +202,21 @@ def test_gradual_underflow_of_the_products_is_within_an_ieee_claim() -> None:
     assert not evaluate_attention(got, truth, tol, v=v).violations
     without = tol - model.safety * tolerance.underflow_bound(nk, model) / fmt.smallest_subnormal
     assert bool((metrics.condition_error(got, truth.out, truth.cond, fmt) > without).any())
+
+
+def test_float64_underflow_term_does_not_round_to_zero() -> None:
+    """Half of float64's smallest subnormal rounds to 0: the term was 0 there, and the main job
+    (seed 20261251, 2026-12-07) failed ref-blocked-attention on float64 V near underflow, 2
+    subnormals off an output of -1.77e-313 (Nq = Nk = 2, D = 24).  The same case passes now."""
+    model = ToleranceModel.for_target(Capabilities(), "float64")
+    assert tolerance.underflow_bound(2, model) == 3 * 2.0**-1074
+    spec = AttentionSpec(dtype="float64", batch=1, heads_q=1, heads_kv=1, seq_q=2, seq_k=2, head_dim=24,
+                         v=ValueRecipe("near-underflow", scale=2.2250738585072014e-308, gap=1e-323), seed=0)
+    case = spec.build()
+    out = engine.check_attention_input(get_target("ref-blocked-attention"), case.q, case.k, case.v,
+                                       scale=24**-0.5, causal=False, mask=None, compare_naive=False)
+    assert out.evaluation.ok, out.evaluation.violations
+    assert out.evaluation.abs_max > 0  # not exact: the products rounded
 
 
 def test_flash_rule_adds_fa3s_atol_to_the_naive_error() -> None:

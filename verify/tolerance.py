@@ -37,11 +37,11 @@ Attention, element (i, d), in units of u_T * sum_j p_j |v_jd| (``verify.metrics`
   products with the other first-order terms are far inside their safety margin; the output's
   final rounding scales it by at most 1 + u_T.  ``flush`` is absolute: weights p_j flushed to
   zero below c's smallest normal (2 tiny_c sum_j |v_jd|), P's subnormals in the input format
-  where P is rounded to it, and results below c's smallest normal: (2 Nk + 1) s_c / 2 (s_c
-  its smallest subnormal) rounded to c's subnormals, (2 Nk + 1) tiny_c flushed to zero where
-  the target declares it or takes a TF32 dot (``underflow_bound``).  With 1.25 u_P,
-  a kernel that also rounded 1/l to the input dtype (an extra u_in c_d) fit under the
-  tolerance in searches of 100 and 300 examples a dtype (a blind mutant, seeds 1 and 2, 2026-12-03).
+  where P is rounded to it, and results below c's smallest normal: (Nk + 1) s_c (s_c its
+  smallest subnormal) rounded to c's subnormals, (2 Nk + 1) tiny_c flushed to zero where
+  the target declares it or takes a TF32 dot (``underflow_bound``).  With 1.25 u_P, a
+  kernel that also rounded 1/l to the input dtype (an extra u_in c_d) fit under the tolerance
+  in searches of 100 and 300 examples a dtype (a blind mutant, seeds 1 and 2, 2026-12-03).
 
 First-order bounds are rigorous up to O(u^2) terms; ``safety`` (1.25) absorbs
 those and equivalent reorderings.  flash-attention's own rule (error <= 2x a
@@ -497,14 +497,16 @@ def attention_tolerance_units(
 
 def underflow_bound(n_keys: int, model: ToleranceModel, q_dtype: torch.dtype | None = None) -> float:
     """Absolute error of one attention output from results below the compute format c's
-    smallest normal tiny_c: (2 Nk + 1) s_c / 2 with IEEE gradual underflow (s_c c's smallest
+    smallest normal tiny_c: (Nk + 1) s_c with IEEE gradual underflow (s_c c's smallest
     subnormal), (2 Nk + 1) tiny_c where the target flushes them to zero.
 
     There no relative bound holds.  A product p_j v_jd, a rescale of the accumulator by alpha,
     or the final division by l whose result is below tiny_c rounds to c's subnormal grid, an
     absolute error of up to s_c / 2 (additions are exact there); flushed to zero instead, less
     than tiny_c.  An output has at most Nk products, at most Nk rescales (one a key block) and
-    one division; dividing by l >= 1 only shrinks the accumulator's part.  Flushing counts
+    one division, (2 Nk + 1) s_c / 2 in all, bounded by (Nk + 1) s_c, which float64 holds
+    where s_c / 2 rounds to 0 (a float64 case failed at 2 subnormals against that 0, 2026-12-07);
+    dividing by l >= 1 only shrinks the accumulator's part.  Flushing counts
     where the target declares it (``Capabilities.flushes_subnormals``) or where P and V enter a
     narrower dot format (TF32: its tensor cores read subnormal V as 0, found on the H200 with
     v = -4e-42; ``q_dtype`` tells).  It matters only where outputs lie within a few thousand
@@ -512,7 +514,7 @@ def underflow_bound(n_keys: int, model: ToleranceModel, q_dtype: torch.dtype | N
     """
     flushes = model.flushes_subnormals or (q_dtype is not None and probs_rounding_parts(q_dtype, model)[1] > 0)
     c = model.compute
-    return (2 * n_keys + 1) * (c.smallest_normal if flushes else c.smallest_subnormal / 2)
+    return (2 * n_keys + 1) * c.smallest_normal if flushes else (n_keys + 1) * c.smallest_subnormal
 
 
 def score_error_bound(q_dtype: torch.dtype, head_dim: int, truth: AttentionTruth, model: ToleranceModel) -> torch.Tensor:
