@@ -2,7 +2,7 @@
 # The whole GPU tier and the benchmarks in one call (GPU time is scarce).
 # Logs and results go to $OUT (the device tool's folder) or ./gpu-results:
 #   tier.log, report.md, and gpu-results.tgz holding pytest.log, pytest-wide.log, gpu-cells.jsonl, attention.json,
-#   softmax.json, oracle.json, report.json, index.html and the saved counterexamples (cex/)
+#   softmax.json, oracle.json, subnormal_probe.json, report.json, index.html and the saved counterexamples (cex/)
 # Usage on the GPU machine, from the repo root:  bash bench/gpu_tier.sh
 # The whole script needs ~16 min; a device call may run 10, so split it with the knobs
 # TIER_SKIP_TESTS=1 / TIER_SKIP_BENCH=1 / TIER_SKIP_RUN=1 (and TIER_TESTS, TIER_K, TIER_WORKERS);
@@ -79,6 +79,12 @@ limit "${TIER_ORACLE_S:-90}" python3 bench/oracle.py --device cuda --attention-n
   2>&1 | tee "$OUT/oracle.log" | tail -12 | tee -a "$log"
 mark "${PIPESTATUS[0]}" "bench/oracle.py"
 tail -1 "$OUT/oracle.log" > "$OUT/oracle.json"
+
+step "bench/subnormal_probe.py (which attention targets keep subnormal V and products)"
+limit "${TIER_SUBNORMAL_S:-120}" python3 bench/subnormal_probe.py 2>&1 | tee "$OUT/subnormal_probe.log" | grep -v '^{' \
+  | tee -a "$log"
+mark "${PIPESTATUS[0]}" "bench/subnormal_probe.py"
+tail -1 "$OUT/subnormal_probe.log" > "$OUT/subnormal_probe.json"
 fi
 
 if [ "${TIER_SKIP_RUN:-0}" != 1 ]; then
