@@ -158,6 +158,36 @@ def test_attention_fast_path_agrees_with_mpmath(dtype: torch.dtype, spread: floa
             assert float(t.out.bound[b, h, i, d]) <= need
 
 
+def test_float64_values_near_underflow_are_resolved_to_a_subnormal() -> None:
+    """float64 V at float64's subnormals (the near-underflow kind): the exact fallback scales V
+    up before its double-double sum, so its bound is a subnormal or two, not 16 Nk of them
+    (before, an output of 2**-1074 came back as 0 with a bound of 5e-321), and it agrees with
+    pure mpmath at 200 bits within that bound."""
+    gen = torch.Generator().manual_seed(3)
+    nq, nk, d = 3, 40, 6
+    q, k = torch.randn(1, 1, nq, d, generator=gen, dtype=torch.float64), torch.randn(1, 1, nk, d, generator=gen,
+                                                                                    dtype=torch.float64)
+    e = torch.randint(-1073, -1018, (1, 1, nk, d), generator=gen)
+    sign = torch.where(torch.rand(1, 1, nk, d, generator=gen, dtype=torch.float64) < 0.5, -1.0, 1.0)
+    v = torch.ldexp(1 + torch.rand(1, 1, nk, d, generator=gen, dtype=torch.float64), e) * sign
+    t = oracle.attention_truth(q, k, v, scale=0.5, causal=False, target=get_format(torch.float64))
+    assert bool(t.fallback_rows.all())
+    assert float(t.out.bound.max()) <= 2 * 2.0**-1074
+    for i in range(nq):
+        ref = mp_reference.attention_row(q[0, 0, i].tolist(), k[0, 0].tolist(), v[0, 0].tolist(), [True] * nk, 0.5,
+                                         200)
+        for j in range(d):
+            err = exact_error(t.out, (0, 0, i, j), ref.values[j])
+            assert err <= float(t.out.bound[0, 0, i, j]) + float(ref.cond[j]) * ref.rel_bound
+    # the uniform case: every weight 1/64, V the same at every key, so the output is V exactly
+    small = torch.ldexp(torch.ones(8, dtype=torch.float64), torch.arange(8)) * 2.0**-1074
+    vu = small.expand(64, 8).reshape(1, 1, 64, 8).contiguous()
+    tu = oracle.attention_truth(torch.zeros(1, 1, 1, 8, dtype=torch.float64),
+                                torch.zeros(1, 1, 64, 8, dtype=torch.float64), vu, scale=1.0, causal=False,
+                                target=get_format(torch.float64))
+    assert torch.equal(tu.out.hi[0, 0, 0], small)
+
+
 def test_attention_no_visible_key_and_nan_reach() -> None:
     q = torch.randn(1, 1, 3, 4)
     k = torch.randn(1, 1, 3, 4)

@@ -12,10 +12,15 @@ simple yardstick), computed in three exact-or-bounded stages:
 3. o = sum_j p_j v_j in double-double: p_j is split as hi + lo (error 2**-106
    relative), p_hi * v is an exact TwoProduct, accumulation uses a double-double
    add whose error is at most 2**-104 of the running sum of |terms| per step,
-   so |o - exact| <= (rel_p + Nk 2**-103) * sum_j p_j |v_j| + Nk 2**-1070.
+   so |o - exact| <= (rel_p + Nk 2**-103) * sum_j p_j |v_j| + Nk 2**-1070.  V whose
+   largest entry is below 1 is first scaled up by a power of two 2**s (exact) and the
+   sum scaled back: the last term becomes Nk 2**-1070 2**-s + 2**-1074 (the scaling back
+   of hi and lo), so V near float64's underflow is resolved to a subnormal, not 16 Nk.
 """
 
 from __future__ import annotations
+
+import math
 
 import mpmath
 import torch
@@ -107,9 +112,23 @@ def attention_rows(
             lh = float(lse)
             lse_hi[r], lse_lo[r] = lh, float(lse - lh)
     v64 = v.to(torch.float64)
-    out_hi, out_lo = weighted_sum_dd(p_hi, p_lo, v64)
-    cond = weighted_sum_dd(p_hi, p_lo, v64.abs())[0]
+    # V below 1 is scaled up by a power of two (exact) so that the products p_j v_j stay clear
+    # of float64's subnormals, whose absolute rounding would otherwise bound the result near 0
+    # (Nk 2**-1070, 16 Nk subnormals: float64 V near underflow); scaling back rounds hi and lo
+    # once each, at most half a subnormal apiece.
+    top_v = float(v64.abs().max()) if v64.numel() else 0.0
+    shift = 1 - math.frexp(top_v)[1] if 0 < top_v < 1 else 0
+    vs = torch.ldexp(v64, torch.tensor(shift)) if shift else v64
+    out_hi, out_lo = weighted_sum_dd(p_hi, p_lo, vs)
+    cond = weighted_sum_dd(p_hi, p_lo, vs.abs())[0] * (1 - 2.0**-50)
+    floor = Nk * 2.0**-1070 * (1 + float(vs.abs().max()) if vs.numel() else 1.0)
+    if shift:
+        back = torch.tensor(-shift)
+        out_hi, out_lo = torch.ldexp(out_hi, back), torch.ldexp(out_lo, back)
+        # cond stays a lower bound: less the half subnormal its own scaling back may round up
+        cond = torch.clamp(torch.ldexp(cond, back) - 2.0**-1074, min=0.0)
+        floor = math.ldexp(floor, -shift) + 2.0**-1074
     rel = mp_reference.relative_bound(Nk, prec) + 2.0**-104 + Nk * 2.0**-103
-    return {"out_hi": out_hi, "out_lo": out_lo, "cond": cond * (1 - 2.0**-50), "lse_hi": lse_hi,
-            "lse_lo": lse_lo, "rel_bound": rel, "abs_floor": Nk * 2.0**-1070 * (1 + float(v64.abs().max()))}
+    return {"out_hi": out_hi, "out_lo": out_lo, "cond": cond, "lse_hi": lse_hi,
+            "lse_lo": lse_lo, "rel_bound": rel, "abs_floor": floor}
 
