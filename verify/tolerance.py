@@ -95,7 +95,8 @@ class ToleranceModel:
 
     def describe(self) -> str:
         p = ", P rounded to input dtype" if self.probs_rounded_to_input else ""
-        ftz = ", subnormals flushed" if self.flushes_subnormals else ""
+        # declared, or implied by a dot narrower than the compute format (TF32: underflow_bound)
+        ftz = ", subnormals flushed" if self.flushes_subnormals or self.dot.precision < self.compute.precision else ""
         return (f"compute {self.compute.name}, dot {self.dot.name}{p}{ftz}, exp {self.exp_ulps:g} ulp, "
                 f"safety {self.safety:g}")
 
