@@ -533,6 +533,32 @@ def test_attention_errors():
         attn(*qkv(1, 1, 1, 4, 4, 257), scale=1.0)  # head dim beyond MAX_HEAD_DIM
 
 
+def _subnormal_values_kept(dtype: torch.dtype, n_keys: int, **kwargs) -> None:
+    """Q = K = 0: every weight 1/Nk, and V the same at every key, one binade of the input
+    format's subnormals a column (signs alternating), so the output is V's row exactly (sum Nk v,
+    then / Nk, both exact).  The tolerance policy holds our IEEE kernel to IEEE gradual underflow
+    (verify.tolerance.underflow_bound): a flush to zero (an FTZ build, DAZ tensor cores) fails
+    here.  bench/subnormal_probe.py measured the kernel keeping them on an H100 (2026-12-07)."""
+    from verify.dtypes import get_format
+
+    fmt = get_format(dtype)
+    d = 64
+    col = torch.arange(d, dtype=torch.float64)
+    row = fmt.smallest_subnormal * 2.0 ** (col % (fmt.precision - 1)) * torch.where(col % 2 == 1, -1.0, 1.0)
+    v = row.to(dtype).expand(n_keys, d)[None, None].contiguous().to(DEVICE)
+    assert bool(((v.abs() < fmt.smallest_normal) & (v != 0)).all())
+    q = torch.zeros(1, 1, 16, d, dtype=dtype, device=DEVICE)
+    k = torch.zeros(1, 1, n_keys, d, dtype=dtype, device=DEVICE)
+    o = attention(q, k, v, scale=1.0, allow_tf32=False, **kwargs)
+    assert torch.equal(o[0, 0], v[0, 0, :1].expand(16, d)), (o[0, 0, 0] - v[0, 0, 0]).abs().max()
+
+
+@pytest.mark.parametrize("n_keys", [64, 200])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+def test_attention_keeps_subnormal_values(dtype, n_keys):
+    _subnormal_values_kept(dtype, n_keys, config=SMALL_CONFIG)
+
+
 @pytest.mark.interpreter
 @pytest.mark.skipif(not INTERPRETED, reason="only the interpreter has this bug; bf16 runs on the GPU")
 @pytest.mark.xfail(strict=True, reason="triton #11584: the interpreter's bf16 tl.dot multiplies raw bit patterns")
@@ -546,6 +572,14 @@ def test_interpreter_bf16_dot_is_broken():
 
 
 gpu = pytest.mark.gpu
+
+
+@gpu
+@pytest.mark.parametrize("n_keys", [64, 200, 4099])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+def test_gpu_attention_keeps_subnormal_values(dtype, n_keys):
+    # compiled, with the kernel's own tiling (tensor cores for 16-bit inputs)
+    _subnormal_values_kept(dtype, n_keys)
 
 
 @gpu
