@@ -78,7 +78,7 @@ def main() -> int:
     for target in all_targets("attention"):
         if wanted and target.name not in wanted:
             continue
-        if not wanted and (target.kind == "mutant" or target.name.startswith(("control-", "attention-"))):
+        if not wanted and target.kind in ("mutant", "control"):
             continue
         if target.unavailable_reason(args.device) is not None:
             continue

@@ -77,8 +77,7 @@ from strategies.lengths import (
 from strategies.masks import MASK_KINDS, STAGGERED_KINDS, MaskSpec, keep_features, mask_specs
 from strategies.rounding import to_format
 from strategies.specials import SpecialSpec, special_kinds, special_specs
-from strategies.values import (KEY_SPIKE_AT, POSITION_DISTINCT_KINDS, ValueRecipe, magnitudes, position_distinct,
-                               sample_groups, value_recipes)
+from strategies.values import KEY_SPIKE_AT, ValueRecipe, magnitudes, position_distinct, sample_groups, value_recipes
 from verify.capabilities import Capabilities
 from verify.dtypes import FORMATS, FloatFormat, get_format
 from verify.tolerance import ILL_CONDITIONED_ARGUMENT_ERROR
@@ -1537,8 +1536,7 @@ def _long_key_recipes(q: ValueRecipe, k: ValueRecipe, v: ValueRecipe, fmt: Float
         base = position_distinct(ValueRecipe("normal", scale=r.scale, offset=offset), fmt)
         return ValueRecipe("normal", scale=min(max(base.scale, low), high), offset=base.offset)
 
-    # centred (only the kinds position_distinct keeps carry over: the others' fields are theirs)
-    v = position_distinct(ValueRecipe(v.kind if v.kind in POSITION_DISTINCT_KINDS else "normal", scale=v.scale), fmt)
+    v = position_distinct(replace(v, offset=0.0), fmt)
     v = ValueRecipe(v.kind, scale=min(v.scale, v_limit(fmt, seq_k) / 8.0))
     return peaked(q, 0.0), peaked(k, k.offset), v
 

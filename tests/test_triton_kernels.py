@@ -32,6 +32,7 @@ from kernels.triton_softmax import MAX_SINGLE_BLOCK, MAX_SINGLE_BLOCK_16, softma
 from kernels.triton_support import interpreting  # noqa: E402
 from kernels import triton_softmax  # noqa: E402
 from kernels.triton_softmax import schedule_for  # noqa: E402
+from verify.dtypes import get_format  # noqa: E402
 
 # The interpreter evaluates kernels with numpy, which warns on the inf / NaN arithmetic
 # that the special-value tests exercise on purpose.
@@ -539,8 +540,6 @@ def _subnormal_values_kept(dtype: torch.dtype, n_keys: int, **kwargs) -> None:
     then / Nk, both exact).  The tolerance policy holds our IEEE kernel to IEEE gradual underflow
     (verify.tolerance.underflow_bound): a flush to zero (an FTZ build, DAZ tensor cores) fails
     here.  bench/subnormal_probe.py measured the kernel keeping them on an H100 (2026-12-07)."""
-    from verify.dtypes import get_format
-
     fmt = get_format(dtype)
     d = 64
     col = torch.arange(d, dtype=torch.float64)

@@ -121,7 +121,7 @@ def attention_rows(
     vs = torch.ldexp(v64, torch.tensor(shift)) if shift else v64
     out_hi, out_lo = weighted_sum_dd(p_hi, p_lo, vs)
     cond = weighted_sum_dd(p_hi, p_lo, vs.abs())[0] * (1 - 2.0**-50)
-    floor = Nk * 2.0**-1070 * (1 + float(vs.abs().max()) if vs.numel() else 1.0)
+    floor = Nk * 2.0**-1070 * (1 + math.ldexp(top_v, shift))
     if shift:
         back = torch.tensor(-shift)
         out_hi, out_lo = torch.ldexp(out_hi, back), torch.ldexp(out_lo, back)

@@ -80,23 +80,25 @@ class ToleranceModel:
     compute: FloatFormat
     dot: FloatFormat
     probs_rounded_to_input: bool = True
-    flushes_subnormals: bool = False
+    flushes_subnormals: bool = False  # see underflow_bound
     exp_ulps: float = 2.0
     safety: float = 1.25
 
     @classmethod
     def for_target(cls, caps: Capabilities, dtype: str) -> "ToleranceModel":
+        compute, dot = get_format(caps.compute_format(dtype)), get_format(caps.dot_format(dtype))
         return cls(
-            compute=get_format(caps.compute_format(dtype)),
-            dot=get_format(caps.dot_format(dtype)),
+            compute=compute,
+            dot=dot,
             probs_rounded_to_input=caps.probs_rounded_to_input,
-            flushes_subnormals=caps.flushes_subnormals,
+            # declared, or implied by a dot narrower than the compute format (TF32's tensor cores
+            # read subnormal V as 0)
+            flushes_subnormals=caps.flushes_subnormals or dot.precision < compute.precision,
         )
 
     def describe(self) -> str:
         p = ", P rounded to input dtype" if self.probs_rounded_to_input else ""
-        # declared, or implied by a dot narrower than the compute format (TF32: underflow_bound)
-        ftz = ", subnormals flushed" if self.flushes_subnormals or self.dot.precision < self.compute.precision else ""
+        ftz = ", subnormals flushed" if self.flushes_subnormals else ""
         return (f"compute {self.compute.name}, dot {self.dot.name}{p}{ftz}, exp {self.exp_ulps:g} ulp, "
                 f"safety {self.safety:g}")
 
@@ -482,7 +484,7 @@ def attention_tolerance_units(
     cond = truth.cond
     weighted = pr @ vabs
     flush = (2 * c.smallest_normal + (fin.smallest_subnormal / 2 if u_p + u_tf32 else 0.0)) * vabs.sum(-2, keepdim=True)
-    num = weighted + cond * (eps_l + _gamma(Nk, u_c) + u_tf32 + 2 * u_c) + flush + underflow_bound(Nk, model, q.dtype)
+    num = weighted + cond * (eps_l + _gamma(Nk, u_c) + u_tf32 + 2 * u_c) + flush + underflow_bound(Nk, model)
     denom = torch.clamp(fmt.unit_roundoff * cond, min=fmt.smallest_subnormal)
     # P's rounding to the input dtype is an exact first-order bound: no safety factor (module doc).
     tol = 1.0 + (model.safety * num + u_p * (1.0 + fmt.unit_roundoff) * cond) / denom
@@ -496,7 +498,7 @@ def attention_tolerance_units(
     return torch.where(finite, tol, torch.full_like(tol, float("nan")))
 
 
-def underflow_bound(n_keys: int, model: ToleranceModel, q_dtype: torch.dtype | None = None) -> float:
+def underflow_bound(n_keys: int, model: ToleranceModel) -> float:
     """Absolute error of one attention output from results below the compute format c's
     smallest normal tiny_c: (Nk + 1) s_c with IEEE gradual underflow (s_c c's smallest
     subnormal), (2 Nk + 1) tiny_c where the target flushes them to zero.
@@ -507,15 +509,14 @@ def underflow_bound(n_keys: int, model: ToleranceModel, q_dtype: torch.dtype | N
     than tiny_c.  An output has at most Nk products, at most Nk rescales (one a key block) and
     one division, (2 Nk + 1) s_c / 2 in all, bounded by (Nk + 1) s_c, which float64 holds
     where s_c / 2 rounds to 0 (a float64 case failed at 2 subnormals against that 0, 2026-12-07);
-    dividing by l >= 1 only shrinks the accumulator's part.  Flushing counts
-    where the target declares it (``Capabilities.flushes_subnormals``) or where P and V enter a
-    narrower dot format (TF32: its tensor cores read subnormal V as 0, found on the H200 with
-    v = -4e-42; ``q_dtype`` tells).  It matters only where outputs lie within a few thousand
+    dividing by l >= 1 only shrinks the accumulator's part.  Flushing counts where the model
+    says so (``ToleranceModel.for_target``: the target declares
+    ``Capabilities.flushes_subnormals``, or takes a dot narrower than its compute format, TF32,
+    whose tensor cores read subnormal V as 0, found on the H200 with v = -4e-42).  It matters only where outputs lie within a few thousand
     s_c (or tiny_c) of 0: V drawn near its format's smallest normal (the near-underflow kind).
     """
-    flushes = model.flushes_subnormals or (q_dtype is not None and probs_rounding_parts(q_dtype, model)[1] > 0)
     c = model.compute
-    return (2 * n_keys + 1) * c.smallest_normal if flushes else (n_keys + 1) * c.smallest_subnormal
+    return (2 * n_keys + 1) * c.smallest_normal if model.flushes_subnormals else (n_keys + 1) * c.smallest_subnormal
 
 
 def score_error_bound(q_dtype: torch.dtype, head_dim: int, truth: AttentionTruth, model: ToleranceModel) -> torch.Tensor:
