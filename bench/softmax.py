@@ -66,6 +66,9 @@ def sweep_variants(n: int, dtype_name: str):
                          for r, w in ((1, 4), (2, 4), (2, 8), (4, 4), (4, 8), (8, 8), (8, 16))]
     else:
         variants += [(f"chunks{nc}", {"num_chunks": nc}, {}) for nc in (1, 8, 16, 32)]
+        if dtype_name != "fp32" and n % 8:
+            # split rows off 16-byte boundaries in chunks of the row, not of its aligned body
+            variants += [(f"chunks{nc}_noalign", {"num_chunks": nc}, {"split_align": False}) for nc in (8, 16, 32)]
         variants += [(f"online_pps{pps}_b{bs}_w{w}", {"num_chunks": 1},
                       {"online_programs_per_sm": pps, "stream_block": bs, "stream_warps": w})
                      for pps, bs, w in ((1, 4096, 8), (2, 4096, 8), (4, 4096, 8), (1, 8192, 16), (2, 8192, 16))]

@@ -408,6 +408,8 @@ SCHEDULES = ("rows", "pipelined", "online", "split", "cooperative", "spans")
 #: launch bounds what waiting for the exchange costs (None: the exchange, as always).
 #: ``unaligned_online``: 16-bit rows off 16-byte boundaries past 131072 on the online schedule
 #: (see UNALIGNED_16BIT_ONLINE_ROWS_PER_SM; None: on; False: off, as before 2026-12-07).
+#: ``split_align``: the split schedule's chunks tile the aligned body of 16-bit rows off 16-byte
+#: boundaries (None: on where ``_align_elements`` allows; False: off, as before 2026-12-07).
 #: ``coop_align``: the cooperative kernel's 16-byte windows for 16-bit rows off 16-byte
 #: boundaries (``_coop_align_elements``; None: off; True: on where it applies).  Timed slower:
 #: rows of 262145 took 25.5% of copy against 35.2% without (bf16 and fp16, H100, 2026-12-07).
@@ -420,7 +422,7 @@ TUNING: dict = {"rows_warps": None, "stream_warps": None, "stream_block": None,
                 "align_rows": None, "row_pieces": None, "pieces_warps": None,
                 "spans": None, "spans_block": None, "spans_warps": None, "spans_per_sm": None, "spans_span": None,
                 "spans_groups": None, "spans_lag": None, "coop_exchange": None, "coop_align": None,
-                "unaligned_online": None}
+                "unaligned_online": None, "split_align": None}
 
 
 def _tuned(key: str, default):
@@ -900,16 +902,35 @@ def _online_row_aligned(X, Y, LSE, row64, n_cols, stride_xr, stride_yr, BLOCK_N:
 def _softmax_partial_kernel(
     X, STATS, n_cols, stride_xr, chunk, n_chunks,
     BLOCK_N: tl.constexpr, PRECISE: tl.constexpr, KEEP: tl.constexpr, LANES: tl.constexpr,
+    ALIGN: tl.constexpr = 0,
 ):
+    # ALIGN > 0 (elements in 16 bytes; rows that start off a 16-byte boundary): the chunks
+    # tile the row's aligned body (_aligned_body), so every chunk's loads are 16 bytes wide,
+    # and the last chunk folds in the few elements around the body, as _online_row_aligned.
     pid = tl.program_id(0)
     row = pid // n_chunks
-    lo = (pid % n_chunks) * chunk
-    hi = tl.minimum(lo + chunk, n_cols)
-    x_row = X + row.to(tl.int64) * stride_xr
+    c = pid % n_chunks
+    lo = c * chunk
+    at = row.to(tl.int64) * stride_xr
+    if ALIGN > 0:
+        head, body = _aligned_body(at, n_cols, ALIGN)
+        x_row = X + tl.multiple_of(at + head, ALIGN)
+        hi = tl.minimum(lo + chunk, body)
+    else:
+        x_row = X + at
+        hi = tl.minimum(lo + chunk, n_cols)
     if LANES:
         m, l = _span_stats_lanes(x_row, lo, hi, BLOCK_N, KEEP)
     else:
         m, l = _span_stats(x_row, lo, hi, BLOCK_N, PRECISE, KEEP)
+    if ALIGN > 0:
+        if c == n_chunks - 1:
+            # m = -inf (an empty or all -inf span) has l = 0 and weight exp(-inf) = 0.
+            edge, edge_ok, x_edge = _row_edges(X, at, head, body, n_cols, ALIGN)
+            m_all = tl.maximum(m, tl.max(x_edge, axis=0))
+            shift = safe_max(m_all)
+            l = l * _exp(m, shift, PRECISE) + _sum(_exp(x_edge, shift, PRECISE), 0, PRECISE)
+            m = m_all
     tl.store(STATS + 2 * pid, m)
     tl.store(STATS + 2 * pid + 1, l)
 
@@ -934,17 +955,32 @@ def _softmax_finish_kernel(
     X, Y, LSE, STATS, n_cols, stride_xr, stride_yr, chunk, n_chunks,
     BLOCK_N: tl.constexpr, BLOCK_C: tl.constexpr,
     PRECISE: tl.constexpr, WRITE_Y: tl.constexpr, WRITE_LSE: tl.constexpr, DROP: tl.constexpr,
+    ALIGN: tl.constexpr = 0,
 ):
     # Reverse order: the chunks the statistics kernel read last are the ones still in L2.
+    # ALIGN > 0: chunks of the aligned body, as _softmax_partial_kernel; the launch gives Y
+    # rows X's offset modulo ALIGN (_align_elements), so the output splits alike.
     pid = tl.num_programs(0) - 1 - tl.program_id(0)
     row = pid // n_chunks
     c = pid % n_chunks
     shift, l = _merge_stats(STATS, row, n_chunks, BLOCK_C, PRECISE)
     if WRITE_Y:
         lo = c * chunk
-        hi = tl.minimum(lo + chunk, n_cols)
         row64 = row.to(tl.int64)
-        _span_normalize(X + row64 * stride_xr, Y + row64 * stride_yr, lo, hi, shift, l, BLOCK_N, PRECISE, DROP)
+        at = row64 * stride_xr
+        y_at = row64 * stride_yr
+        if ALIGN > 0:
+            head, body = _aligned_body(at, n_cols, ALIGN)
+            hi = tl.minimum(lo + chunk, body)
+            _span_normalize(X + tl.multiple_of(at + head, ALIGN), Y + tl.multiple_of(y_at + head, ALIGN), lo, hi,
+                            shift, l, BLOCK_N, PRECISE, DROP)
+            if c == n_chunks - 1:
+                edge, edge_ok, x_edge = _row_edges(X, at, head, body, n_cols, ALIGN)
+                y_edge = _divide(_exp(x_edge, shift, PRECISE), l, PRECISE)
+                tl.store(Y + y_at + edge, y_edge.to(Y.dtype.element_ty), mask=edge_ok)
+        else:
+            hi = tl.minimum(lo + chunk, n_cols)
+            _span_normalize(X + at, Y + y_at, lo, hi, shift, l, BLOCK_N, PRECISE, DROP)
     if WRITE_LSE:
         if c == 0:
             tl.store(LSE + row, _lse(shift, l))
@@ -1805,15 +1841,16 @@ def _launch(x2: torch.Tensor, y2: torch.Tensor | None, lse: torch.Tensor | None,
     elif plan.name == "split":
         stats = torch.empty((n_rows * plan.num_chunks * 2,), device=x2.device, dtype=torch.float32)
         grid = (n_rows * plan.num_chunks,)
+        align = _align_elements(x2, y2) if _tuned("split_align", True) else 0
         _softmax_partial_kernel[grid](
             x2, stats, n_cols, x2.stride(0), plan.chunk, plan.num_chunks,
             BLOCK_N=plan.block, PRECISE=flags["PRECISE"], num_warps=plan.num_warps, KEEP=hints["KEEP"],
-            LANES=plan.lanes,
+            LANES=plan.lanes, ALIGN=align,
         )
         _softmax_finish_kernel[grid](
             x2, y_arg, lse_arg, stats, n_cols, x2.stride(0), stride_y, plan.chunk, plan.num_chunks,
             BLOCK_N=plan.block, BLOCK_C=max(2, triton.next_power_of_2(plan.num_chunks)), **flags,
-            DROP=hints["DROP"],
+            DROP=hints["DROP"], ALIGN=align,
         )
 
 

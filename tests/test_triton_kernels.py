@@ -1196,6 +1196,40 @@ def test_softmax_online_rows_off_16_byte_boundaries(n, dtype, lanes, tuning):
     assert_softmax_close(softmax(rows, block_size=64, num_chunks=1), rows)
 
 
+@pytest.mark.parametrize("dtype", HALF_DTYPES)
+def test_softmax_split_rows_off_16_byte_boundaries(dtype, tuning, monkeypatch):
+    # The split schedule's chunks tile each row's aligned body, and the last chunk takes the
+    # < 8 elements before and after it (ALIGN = 8 in both kernels): the special rows'
+    # contract, the unaligned chunks' results within a rounding or two, and an LSE-only call.
+    aligns = []
+    for name in ("_softmax_partial_kernel", "_softmax_finish_kernel"):
+        kernel = getattr(triton_softmax, name)
+
+        class Recording:
+            def __getitem__(self, grid, kernel=kernel, name=name):
+                launch = kernel[grid]
+
+                def run(*args, **kwargs):
+                    aligns.append((name, kwargs["ALIGN"]))
+                    return launch(*args, **kwargs)
+                return run
+        monkeypatch.setattr(triton_softmax, name, Recording())
+    tuning.update(cooperative=False)
+    x = special_rows(301, dtype)
+    y, lse = softmax(x, block_size=32, num_chunks=4, return_lse=True)
+    assert aligns == [("_softmax_partial_kernel", 8), ("_softmax_finish_kernel", 8)]
+    check_special_rows(x, y, lse)
+    tuning["split_align"] = False
+    plain, plain_lse = softmax(x, block_size=32, num_chunks=4, return_lse=True)
+    assert aligns[-1] == ("_softmax_finish_kernel", 0)
+    eps = torch.finfo(dtype).eps
+    assert torch.allclose(y.double(), plain.double(), rtol=2 * eps, atol=0, equal_nan=True)
+    torch.testing.assert_close(lse, plain_lse, rtol=4e-7, atol=0, equal_nan=True)
+    tuning["split_align"] = None
+    assert torch.allclose(softmax_lse(x, block_size=32, num_chunks=4), lse, rtol=4e-7, atol=0, equal_nan=True)
+    assert aligns[-1] == ("_softmax_finish_kernel", 8)
+
+
 def test_aligned_rows_only_where_both_rows_split_alike():
     x = randn(4, 301, dtype=torch.float16)
     assert triton_softmax._align_elements(x, torch.empty_like(x)) == 8
