@@ -63,6 +63,11 @@ seq-drift
     last, so its running maximum grows at every key block (the rescale of the accumulator by
     ``exp(m_old - m_new)`` runs each time, with every size of step), or stays in the first;
     in Q, the scores' size grows from one query tile to the next; in V, the values do.
+    With ``rate`` > 0 the trend is geometric instead: position i gains ``gap * 2**-floor(rate
+    * (n - 1 - i))``, the last ``gap`` and each earlier one at most an octave less, so a Q of
+    16 positions at ``rate`` 0.8 spans 2**-12 to 1: its queries' scores rise along the keys by
+    amounts over three decades, and every small-step threshold a kernel may test its running
+    maximum's moves against lies within an octave of some query's step.
 slab-levels
     (Q, K and V of attention) ``level * (offset + scale * N(0,1))`` where each (batch, head)
     slab draws its own level, from 1 down to about ``10**-gap`` (``gap`` decades, in whole
@@ -223,7 +228,8 @@ class ValueRecipe:
         if k == "outliers":
             return f"outliers(scale={num(self.scale)}{off}, std={num(self.gap)}, rate={num(self.rate)})"
         if k in ("drift", "seq-drift"):
-            return f"{k}(scale={num(self.scale)}{off}, rise={num(self.gap)})"
+            octaves = f", octaves={num(self.rate)}" if k == "seq-drift" and self.rate else ""
+            return f"{k}(scale={num(self.scale)}{off}, rise={num(self.gap)}{octaves})"
         if k == "slab-levels":
             return f"slab-levels(scale={num(self.scale)}{off}, decades={num(self.gap)})"
         if k == "key-spike":
@@ -414,7 +420,13 @@ class ValueRecipe:
             if len(shape) < 2:
                 raise AssertionError("seq-drift draws a Q, K or V tensor: shape (..., positions, head_dim)")
             steps = shape[-2]
-            trend = self.gap * (np.arange(steps, dtype=np.float64) / max(steps - 1, 1))
+            if self.rate:
+                # Geometric: whole octaves (ldexp, exact on every CPU), floor(rate * j) of them
+                # below the last position's gap, j positions before it.
+                octaves = np.floor(self.rate * np.arange(steps - 1, -1, -1, dtype=np.float64)).astype(np.int64)
+                trend = np.ldexp(self.gap, -octaves)
+            else:
+                trend = self.gap * (np.arange(steps, dtype=np.float64) / max(steps - 1, 1))
             return self.offset + self.scale * rng.standard_normal(shape) + trend[:, None]
         raise AssertionError(k)
 

@@ -227,6 +227,14 @@ def test_the_simplest_case_of_a_forced_probe_is_its_strongest() -> None:
     assert zero_keys >= 128 and n - (n // 128) * 128 + 128 <= zero_keys < n
     keys = find(attention_cases(dtypes=("float16",), max_seq=MAX_SEQ, probe="mid-keys"), lambda c: True, **first)
     assert (keys.spec.seq_k, keys.spec.seq_q) == (A.MID_KEYS_MAX, A.MID_KEYS_MAX_QUERIES)
+    # its queries' scores rise along the keys by amounts over three decades, neighbours at most
+    # an octave apart: some query's step at every key block lies just under any small-step
+    # threshold (2**-15 to 2**-3 nats at blocks of 64), see GENTLE_RISE
+    built = keys.build()
+    scores = (built.q[0, 0].double() @ built.k[0, 0].double().T) * keys.spec.effective_scale
+    rises = (scores[:, -1] - scores[:, 0]).tolist()
+    assert rises == sorted(rises) and rises[-1] > 7.0 and rises[0] < 8.0 * 2.0**-11
+    assert max(b / a for a, b in zip(rises, rises[1:])) <= 2.01
     for probe in ("masked-lead", "masked-tail"):
         # the longest keys past the profile, a few queries: a split-KV path's wholly masked splits
         masked = find(attention_cases(dtypes=("float16",), max_seq=MAX_SEQ, probe=probe), lambda c: True, **first)

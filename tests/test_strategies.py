@@ -501,6 +501,15 @@ def test_seq_drift_rises_along_the_sequence_axis() -> None:
         ValueRecipe("seq-drift", gap=1.0).sample(rng, (4,), FORMATS["float32"], 1e30)
 
 
+def test_seq_drift_geometric_rises_by_whole_octaves() -> None:
+    # rate > 0: position i gains gap * 2**-floor(rate * (n - 1 - i)), exact powers of two
+    rng = np.random.default_rng(0)
+    x = ValueRecipe("seq-drift", scale=0.0, offset=0.5, gap=8.0, rate=0.8).sample(rng, (6, 2), FORMATS["float32"], 1e30)
+    assert x[:, 0].tolist() == [0.5 + 8.0 * 2.0**-e for e in (4, 3, 2, 1, 0, 0)]  # floor(0.8 * (5 .. 0))
+    assert (x[:, 0] == x[:, 1]).all()
+    assert ValueRecipe("seq-drift", gap=1.0, rate=0.8).describe() == "seq-drift(scale=1, rise=1, octaves=0.8)"
+
+
 def test_slab_levels_put_each_slab_at_its_own_magnitude() -> None:
     recipe = ValueRecipe("slab-levels", scale=1.0, gap=3.0)
     peaks = [np.abs(recipe.sample(np.random.default_rng(i), (64, 4), FORMATS["float32"], 1e30)).max() for i in range(64)]

@@ -1502,6 +1502,27 @@ def test_gpu_online_rows_off_16_byte_boundaries(n, rows_per_sm, dtype, tuning):
 
 
 @gpu
+@pytest.mark.parametrize("n, num_chunks", [(16385, 4), (262145, 16), (500001, 32)])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_gpu_split_rows_off_16_byte_boundaries(n, num_chunks, dtype, tuning):
+    # The split schedule compiled, its chunks tiling each row's aligned body: special rows
+    # among rows of odd lengths; the unaligned chunks' results within a rounding or two.
+    x = torch.cat([special_rows(n, dtype), randn(7, n, dtype=dtype, scale=3.0)])
+    assert schedule_for(x.shape[0], n, dtype, x.device, num_chunks=num_chunks) == "split"
+    assert triton_softmax._align_elements(x, torch.empty_like(x)) == 8
+    y, lse = softmax(x, num_chunks=num_chunks, return_lse=True)
+    check_special_rows(x[:9], y[:9], lse[:9])
+    assert_softmax_close(y, x, over_2ulp=STREAMED_OVER_2ULP)
+    torch.testing.assert_close(softmax_lse(x, num_chunks=num_chunks), lse, rtol=4e-7, atol=0, equal_nan=True)
+    tuning["split_align"] = False
+    plain, plain_lse = softmax(x, num_chunks=num_chunks, return_lse=True)
+    info = torch.finfo(dtype)
+    assert torch.allclose(y.double(), plain.double(), rtol=2 * info.eps, atol=2 * info.smallest_normal * info.eps,
+                          equal_nan=True)
+    torch.testing.assert_close(lse, plain_lse, rtol=4e-7, atol=0, equal_nan=True)
+
+
+@gpu
 @pytest.mark.parametrize("n", [65537, 262145, 100003])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_gpu_cooperative_aligned_windows(n, dtype, tuning, coop_grids):
