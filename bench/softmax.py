@@ -160,7 +160,8 @@ def sweep_variants(n: int, dtype_name: str):
         # 35.2% at 262145, H100, 2026-12-07)
         variants.append(("coop_align", {}, {"coop_align": True, "unaligned_online": False}))
         # the default before 2026-12-07 (the cooperative launch) where the default is now online
-        variants.append(("unaligned_online_off", {}, {"unaligned_online": False}))
+        variants.append(("unaligned_online_off", {}, {"unaligned_online": False, "unaligned_split": False}))
+        variants.append(("unaligned_split_off", {}, {"unaligned_split": False}))
         # the same windows on the launch of rows up to 262144 (holding the input: 249 registers
         # and no spill for sm_90, against 255 and 88 bytes a thread for the default past it), and
         # on narrower chunks (fewer registers a thread)

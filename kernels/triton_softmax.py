@@ -184,7 +184,8 @@ COOP_LONG_MIN = {"precise": MAX_SINGLE_BLOCK, "fast": MAX_SINGLE_BLOCK, "16-bit"
 COOP_LONG_MAX = 1 << 20
 #: 16-bit rows off 16-byte boundaries (a length that is not a multiple of 8) past ONLINE_16BIT's
 #: longest, of up to COOP_LONG_MAX, where there are at least this many rows a SM: the online
-#: schedule, not the cooperative one.  The cooperative kernel reads such rows 2 bytes at a time
+#: schedule, not the cooperative one, where unaligned_16bit_split leaves them (since 2026-12-07
+#: 19:40 UTC only rows whose SM's worth fits in the L2; split rows beat both elsewhere).  The cooperative kernel reads such rows 2 bytes at a time
 #: (its 16-byte windows, TUNING's coop_align, spill or lose), the online kernel's aligned body
 #: 16 bytes at a time.  On an H100 (2026-12-07 14:31 UTC, ``bench/softmax.py --sweep --variants
 #: =chunks1,...,align --dtypes bf16 --ns 262145``, one round, do_bench medians): bf16 rows of
@@ -207,6 +208,39 @@ def unaligned_16bit_online(n_rows: int, n_cols: int, dtype: torch.dtype, sms: in
         return False
     return (ONLINE_16BIT[-1].max_cols < n_cols <= COOP_LONG_MAX
             and n_rows >= UNALIGNED_16BIT_ONLINE_ROWS_PER_SM * sms)
+
+
+#: 16-bit rows off 16-byte boundaries past ONLINE_16BIT's longest, of up to COOP_LONG_MAX, at
+#: least UNALIGNED_16BIT_SPLIT_MIN_ROWS of them: split rows, UNALIGNED_16BIT_SPLIT_CHUNKS chunks
+#: a row, each chunk of the row's aligned body loaded 16 bytes at a time (``split_align``), except
+#: where unaligned_16bit_online holds and a SM's worth of rows fits in the L2 (the online
+#: schedule's second sweep then reads its row from there).  Split rows balance the SMs where a
+#: program a row leaves a second wave of a few rows (134 rows on 132 SMs) or idle SMs, and
+#: the cooperative kernel reads such rows 2 bytes at a time.  On an H100 (2026-12-07 19:30-19:33
+#: UTC, ``bench/softmax.py --sweep --variants =chunks16,=chunks32 --dtypes fp16,bf16 --ns N
+#: --elements ROWS*N``, one round, do_bench medians, x torch.softmax), 32 chunks against the
+#: default of then: N = 500001 at 134 rows 1.67x / 1.00x (fp16) and 1.68x / 1.04x (bf16), 200
+#: rows 1.39x / 1.04x and 1.41x / 1.12x, 100 rows 1.68x / 1.30x and 1.71x / 1.39x; N = 262145
+#: at 255 rows 1.34x / 1.21x and 1.36x / 1.30x; N = 1048575 at 64 rows 2.16x / 1.19x and 2.19x /
+#: 1.19x (cooperative), 32 rows 3.75x / 2.15x and 3.77x / 2.18x (16 chunks 3.90x and 3.94x), 16
+#: rows 6.27x / 3.52x (fp16; bf16 3.20x by do_bench, 7.59x from a CUDA graph, against 3.71x).
+#: Rows of 131073 at 511 (a SM's rows fit in the L2) stay online: 1.38x and 1.50x there against
+#: 1.33x and 1.35x split.  Power-of-two rows keep the cooperative kernel (80-82% of copy against
+#: 63-64% split at 64 x 1048576 and 134 x 524288).  Fewer rows are unmeasured and keep the
+#: schedules of before.
+UNALIGNED_16BIT_SPLIT_CHUNKS = 32
+UNALIGNED_16BIT_SPLIT_MIN_ROWS = 16
+
+
+def unaligned_16bit_split(n_rows: int, n_cols: int, dtype: torch.dtype, sms: int, l2_bytes: int) -> bool:
+    """Whether 16-bit rows of ``n_cols`` take split rows for being off 16-byte boundaries (see
+    UNALIGNED_16BIT_SPLIT_CHUNKS); ``TUNING["unaligned_split"]`` False: never."""
+    if dtype == torch.float32 or n_cols % 8 == 0 or _tuned("unaligned_split", True) is False:
+        return False
+    if not (ONLINE_16BIT[-1].max_cols < n_cols <= COOP_LONG_MAX and n_rows >= UNALIGNED_16BIT_SPLIT_MIN_ROWS):
+        return False
+    online_in_l2 = sms * n_cols * (torch.finfo(dtype).bits // 8) <= l2_bytes
+    return not (online_in_l2 and unaligned_16bit_online(n_rows, n_cols, dtype, sms))
 
 
 class OnlineLaunch(NamedTuple):
@@ -408,6 +442,8 @@ SCHEDULES = ("rows", "pipelined", "online", "split", "cooperative", "spans")
 #: launch bounds what waiting for the exchange costs (None: the exchange, as always).
 #: ``unaligned_online``: 16-bit rows off 16-byte boundaries past 131072 on the online schedule
 #: (see UNALIGNED_16BIT_ONLINE_ROWS_PER_SM; None: on; False: off, as before 2026-12-07).
+#: ``unaligned_split``: 16-bit rows off 16-byte boundaries past 131072 on split rows (see
+#: UNALIGNED_16BIT_SPLIT_CHUNKS; None: on; False: off, as before 2026-12-07 19:40 UTC).
 #: ``split_align``: the split schedule's chunks tile the aligned body of 16-bit rows off 16-byte
 #: boundaries (None: on where ``_align_elements`` allows; False: off, as before 2026-12-07).
 #: ``coop_align``: the cooperative kernel's 16-byte windows for 16-bit rows off 16-byte
@@ -422,7 +458,7 @@ TUNING: dict = {"rows_warps": None, "stream_warps": None, "stream_block": None,
                 "align_rows": None, "row_pieces": None, "pieces_warps": None,
                 "spans": None, "spans_block": None, "spans_warps": None, "spans_per_sm": None, "spans_span": None,
                 "spans_groups": None, "spans_lag": None, "coop_exchange": None, "coop_align": None,
-                "unaligned_online": None, "split_align": None}
+                "unaligned_online": None, "split_align": None, "unaligned_split": None}
 
 
 def _tuned(key: str, default):
@@ -1660,6 +1696,9 @@ def _plan(n_rows: int, n_cols: int, dtype: torch.dtype, sms: int, interpreted: b
             return _Plan("online", block=online16.block, num_warps=online16.warps,
                          programs=min(n_rows, online16.per_sm * sms), lanes=True,
                          maxnreg=int(_tuned("online_maxnreg", online16.maxnreg)))
+    if (block_size is None and num_chunks is None and coop is None
+            and unaligned_16bit_split(n_rows, n_cols, dtype, sms, l2_bytes)):
+        num_chunks = UNALIGNED_16BIT_SPLIT_CHUNKS  # the split rows below, not spans or cooperative
     if spans_ok and block_size is None and num_chunks is None and (TUNING["spans"] or not interpreted):
         plan = _spans_plan(n_rows, n_cols, dtype, sms, precise)
         if plan is not None:
@@ -1758,7 +1797,8 @@ def schedule_for(n_rows: int, n_cols: int, dtype: torch.dtype, device: torch.dev
     and 16385..1M on the fast one, and 16-bit rows of 65537..1M,
     where the rows fill the resident programs, see ``_wants_cooperative``, except 16-bit rows
     of up to 131072 that are many enough for ONLINE_16BIT's online launch, and longer 16-bit
-    rows off 16-byte boundaries, half a SM or more (``unaligned_16bit_online``); never under the
+    rows off 16-byte boundaries, 16 or more (split rows, ``unaligned_16bit_split``, or, half a SM
+    or more whose SM's worth fits in the L2, online, ``unaligned_16bit_online``); never under the
     interpreter unless ``TUNING["cooperative"]`` is True).  The launch may still take split
     rows when the compiled kernel cannot hold a row's programs at once.  The arguments are
     those of :func:`softmax`; ``sms`` and ``interpreted`` replace what ``device`` and the

@@ -741,14 +741,19 @@ SCHEDULE_CASES = [
     (263, 131072, BF16, {}, "cooperative"),  # 16-bit rows past 65536: COOP_LONG["16-bit"]
     (512, 131072 + 8, BF16, {}, "cooperative"),
     (256, 262144 + 8, F16, {}, "cooperative"),
-    # ... but rows off 16-byte boundaries (not a multiple of 8 long), half a SM or more: online
+    # ... but rows off 16-byte boundaries (not a multiple of 8 long), 16 or more: split rows
+    # (UNALIGNED_16BIT_SPLIT_CHUNKS), online where half a SM's rows or more and a SM's worth
+    # fits in the L2 (50 MiB: 132 rows of up to 198590 16-bit elements)
     (512, 131073, BF16, {}, "online"),
-    (256, 262146, F16, {}, "online"),
-    (255, 262145, BF16, {}, "online"),
-    (GPU_SMS, (1 << 20) - 1, F16, {}, "online"),
-    (GPU_SMS // 2, (1 << 20) - 1, BF16, {}, "online"),
-    (GPU_SMS // 2 - 1, 262145, BF16, {}, "cooperative"),
-    (255, 262145, BF16, {"num_chunks": 16}, "split"),
+    (GPU_SMS // 2, 198583, F16, {}, "online"),
+    (GPU_SMS // 2 - 1, 198583, F16, {}, "split"),
+    (GPU_SMS, 198599, F16, {}, "split"),
+    (256, 262146, F16, {}, "split"),
+    (255, 262145, BF16, {}, "split"),
+    (GPU_SMS, (1 << 20) - 1, F16, {}, "split"),
+    (16, (1 << 20) - 1, BF16, {}, "split"),
+    (15, (1 << 20) - 1, BF16, {}, "cooperative"),  # fewer rows: unmeasured, as before
+    (255, 262145, BF16, {"num_chunks": 1}, "online"),
     (64, 1 << 20, F16, {}, "cooperative"),
     (4, 1 << 20, BF16, {}, "split"),  # 4 x 128 chunks: too few to fill 4 a SM
     # precise float32 rows of 16385..1M: COOP_LONG["precise"], several programs a SM
@@ -780,9 +785,17 @@ def test_schedule_for_gpu_and_interpreter(rows, n, dtype, kw, expected):
 
 
 def test_schedule_for_tuning_overrides(tuning):
-    tuning["unaligned_online"] = False  # 16-bit rows off 16-byte boundaries as before 2026-12-07
+    # 16-bit rows off 16-byte boundaries as before 2026-12-07 19:40 UTC: online from half a SM
+    tuning["unaligned_split"] = False
+    assert schedule_for(255, 262145, BF16, "cuda", sms=GPU_SMS, interpreted=False) == "online"
+    assert schedule_for(GPU_SMS // 2 - 1, 262145, BF16, "cuda", sms=GPU_SMS, interpreted=False) == "cooperative"
+    tuning["unaligned_online"] = False  # ... and as before 2026-12-07 16:30 UTC
     assert schedule_for(255, 262145, BF16, "cuda", sms=GPU_SMS, interpreted=False) == "cooperative"
-    tuning["unaligned_online"] = None
+    tuning["unaligned_online"] = tuning["unaligned_split"] = None
+    # the default is the launch the sweep timed as chunks32 (num_chunks=32: 22 chunks of 3 blocks)
+    plan = triton_softmax._plan(255, 262145, BF16, GPU_SMS, False, 50 << 20, None, None, True)
+    assert plan == triton_softmax._plan(255, 262145, BF16, GPU_SMS, False, 50 << 20, None, 32, True)
+    assert (plan.name, plan.num_chunks, plan.chunk) == ("split", 22, 3 * triton_softmax.STREAM_BLOCK)
     tuning["cooperative"] = False
     for rows, n, dtype, kw, _ in SCHEDULE_CASES:
         assert schedule_for(rows, n, dtype, "cuda", sms=GPU_SMS, interpreted=False, **kw) != "cooperative"
@@ -1486,6 +1499,7 @@ def test_gpu_online_rows_off_16_byte_boundaries(n, rows_per_sm, dtype, tuning):
     # past 131072, unaligned_16bit_online's, from half a SM's rows) with its aligned-body path,
     # special rows among them; the plain loop's results within a rounding or two.
     sms = torch.cuda.get_device_properties(0).multi_processor_count
+    tuning["unaligned_split"] = False  # past 131072 the default is split rows (test_gpu_split_rows_...)
     n_random = 2 * sms + 7 if rows_per_sm == 2 else math.ceil(rows_per_sm * sms) + 1 - 9
     x = torch.cat([special_rows(n, dtype), randn(n_random, n, dtype=dtype, scale=3.0)])
     x[-1, : n // 2] = NEG_INF
@@ -1502,12 +1516,15 @@ def test_gpu_online_rows_off_16_byte_boundaries(n, rows_per_sm, dtype, tuning):
 
 
 @gpu
-@pytest.mark.parametrize("n, num_chunks", [(16385, 4), (262145, 16), (500001, 32)])
+@pytest.mark.parametrize("n, num_chunks", [(16385, 4), (262145, 16), (500001, 32), (500001, None),
+                                           ((1 << 20) - 1, None)])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_gpu_split_rows_off_16_byte_boundaries(n, num_chunks, dtype, tuning):
     # The split schedule compiled, its chunks tiling each row's aligned body: special rows
-    # among rows of odd lengths; the unaligned chunks' results within a rounding or two.
-    x = torch.cat([special_rows(n, dtype), randn(7, n, dtype=dtype, scale=3.0)])
+    # among rows of odd lengths (16 rows: past 131072 the default, UNALIGNED_16BIT_SPLIT_CHUNKS);
+    # the unaligned chunks' results within a rounding or two.
+    x = torch.cat([special_rows(n, dtype), randn(triton_softmax.UNALIGNED_16BIT_SPLIT_MIN_ROWS - 9, n, dtype=dtype,
+                                                 scale=3.0)])
     assert schedule_for(x.shape[0], n, dtype, x.device, num_chunks=num_chunks) == "split"
     assert triton_softmax._align_elements(x, torch.empty_like(x)) == 8
     y, lse = softmax(x, num_chunks=num_chunks, return_lse=True)
