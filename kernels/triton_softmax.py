@@ -185,7 +185,8 @@ COOP_LONG_MAX = 1 << 20
 #: 16-bit rows off 16-byte boundaries (a length that is not a multiple of 8) past ONLINE_16BIT's
 #: longest, of up to COOP_LONG_MAX, where there are at least this many rows a SM: the online
 #: schedule, not the cooperative one, where unaligned_16bit_split leaves them (since 2026-12-07
-#: 19:40 UTC only rows whose SM's worth fits in the L2; split rows beat both elsewhere).  The cooperative kernel reads such rows 2 bytes at a time
+#: 19:40 UTC only rows whose SM's worth fits in the L2; split rows beat both elsewhere).  The
+#: cooperative kernel reads such rows 2 bytes at a time
 #: (its 16-byte windows, TUNING's coop_align, spill or lose), the online kernel's aligned body
 #: 16 bytes at a time.  On an H100 (2026-12-07 14:31 UTC, ``bench/softmax.py --sweep --variants
 #: =chunks1,...,align --dtypes bf16 --ns 262145``, one round, do_bench medians): bf16 rows of
