@@ -2,7 +2,7 @@
 # The whole GPU tier and the benchmarks in one call (GPU time is scarce).
 # Logs and results go to $OUT (the device tool's folder) or ./gpu-results:
 #   tier.log, report.md, and gpu-results.tgz holding pytest.log, pytest-wide.log, gpu-cells.jsonl, attention.json,
-#   softmax.json, oracle.json, subnormal_probe.json, report.json, index.html and the saved counterexamples (cex/)
+#   softmax.json, softmax-odd-*.json, oracle.json, subnormal_probe.json, report.json, index.html and the saved counterexamples (cex/)
 # Usage on the GPU machine, from the repo root:  bash bench/gpu_tier.sh
 # The whole script needs ~16 min; a device call may run 10, so split it with the knobs
 # TIER_SKIP_TESTS=1 / TIER_SKIP_BENCH=1 / TIER_SKIP_RUN=1 (and TIER_TESTS, TIER_K, TIER_WORKERS);
@@ -73,6 +73,16 @@ mark "${PIPESTATUS[0]}" "bench/attention.py"
 step "bench/softmax.py"
 limit "${TIER_SOFTMAX_S:-60}" python3 bench/softmax.py --rep 30 --warmup 10 --out "$OUT/softmax.json" 2>&1 | tail -40 | tee -a "$log"
 mark "${PIPESTATUS[0]}" "bench/softmax.py"
+
+step "bench/softmax.py: 16-bit rows off 16-byte boundaries (the split default against the schedules it replaced)"
+# 134 rows of 500001 (a second wave of two on 132 SMs) and 64 of 1048575: the default under its
+# own name (since 807e66f never timed so) beside unaligned_split_off and unaligned_online_off
+for spec in 134:500001 64:1048575; do
+  limit "${TIER_ODD_S:-45}" python3 bench/softmax.py --sweep --variants =unaligned_split_off,=unaligned_online_off \
+    --dtypes fp16,bf16 --ns "${spec#*:}" --elements $(( ${spec%%:*} * ${spec#*:} )) --rep 20 --warmup 5 \
+    --out "$OUT/softmax-odd-${spec%%:*}.json" 2>&1 | grep -v '^wrote' | tee -a "$log"
+  mark "${PIPESTATUS[0]}" "bench/softmax.py odd rows ${spec}"
+done
 
 step "bench/oracle.py on cuda (one 16k x 16k x 128 head checked end to end)"
 limit "${TIER_ORACLE_S:-90}" python3 bench/oracle.py --device cuda --attention-n 16384 --repeat 3 --check-head \
