@@ -2,7 +2,8 @@
 # The whole GPU tier and the benchmarks in one call (GPU time is scarce).
 # Logs and results go to $OUT (the device tool's folder) or ./gpu-results:
 #   tier.log, report.md, and gpu-results.tgz holding pytest.log, pytest-wide.log, gpu-cells.jsonl, attention.json,
-#   softmax.json, softmax-odd-*.json, oracle.json, subnormal_probe.json, report.json, index.html and the saved counterexamples (cex/)
+#   softmax.json, softmax-odd-*.json, oracle.json, subnormal_probe.json, report.json, index.html and the
+#   saved counterexamples (cex/)
 # Usage on the GPU machine, from the repo root:  bash bench/gpu_tier.sh
 # The whole script needs ~16 min; a device call may run 10, so split it with the knobs
 # TIER_SKIP_TESTS=1 / TIER_SKIP_BENCH=1 / TIER_SKIP_RUN=1 (and TIER_TESTS, TIER_K, TIER_WORKERS);
