@@ -5,7 +5,8 @@
 #   softmax.json, softmax-odd-*.json, oracle.json, subnormal_probe.json, report.json, index.html and the
 #   saved counterexamples (cex/)
 # Usage on the GPU machine, from the repo root:  bash bench/gpu_tier.sh
-# The whole script needs ~16 min; a device call may run 10, so split it with the knobs
+# The whole script needs ~16 min (measured before the odd-rows step, which may add 90 s); a device
+# call may run 10, so split it with the knobs
 # TIER_SKIP_TESTS=1 / TIER_SKIP_BENCH=1 / TIER_SKIP_RUN=1 (and TIER_TESTS, TIER_K, TIER_WORKERS);
 # TIER_PIPELINED=1 first checks and times the pipelined softmax rows (off by default until then).
 # The GPU tests alone can outlast one call when cells fail and shrink: split them with TIER_K,
