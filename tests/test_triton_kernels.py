@@ -1214,33 +1214,22 @@ def test_softmax_split_rows_off_16_byte_boundaries(dtype, tuning, monkeypatch):
     # The split schedule's chunks tile each row's aligned body, and the last chunk takes the
     # < 8 elements before and after it (ALIGN = 8 in both kernels): the special rows'
     # contract, the unaligned chunks' results within a rounding or two, and an LSE-only call.
-    aligns = []
-    for name in ("_softmax_partial_kernel", "_softmax_finish_kernel"):
-        kernel = getattr(triton_softmax, name)
-
-        class Recording:
-            def __getitem__(self, grid, kernel=kernel, name=name):
-                launch = kernel[grid]
-
-                def run(*args, **kwargs):
-                    aligns.append((name, kwargs["ALIGN"]))
-                    return launch(*args, **kwargs)
-                return run
-        monkeypatch.setattr(triton_softmax, name, Recording())
+    partial = kernel_calls(monkeypatch, "_softmax_partial_kernel")
+    finish = kernel_calls(monkeypatch, "_softmax_finish_kernel")
     tuning.update(cooperative=False)
     x = special_rows(301, dtype)
     y, lse = softmax(x, block_size=32, num_chunks=4, return_lse=True)
-    assert aligns == [("_softmax_partial_kernel", 8), ("_softmax_finish_kernel", 8)]
+    assert [c["ALIGN"] for c in partial] == [8] and [c["ALIGN"] for c in finish] == [8]
     check_special_rows(x, y, lse)
     tuning["split_align"] = False
     plain, plain_lse = softmax(x, block_size=32, num_chunks=4, return_lse=True)
-    assert aligns[-1] == ("_softmax_finish_kernel", 0)
+    assert partial[-1]["ALIGN"] == 0 and finish[-1]["ALIGN"] == 0
     eps = torch.finfo(dtype).eps
     assert torch.allclose(y.double(), plain.double(), rtol=2 * eps, atol=0, equal_nan=True)
     torch.testing.assert_close(lse, plain_lse, rtol=4e-7, atol=0, equal_nan=True)
     tuning["split_align"] = None
     assert torch.allclose(softmax_lse(x, block_size=32, num_chunks=4), lse, rtol=4e-7, atol=0, equal_nan=True)
-    assert aligns[-1] == ("_softmax_finish_kernel", 8)
+    assert partial[-1]["ALIGN"] == 8 and finish[-1]["ALIGN"] == 8
 
 
 def test_aligned_rows_only_where_both_rows_split_alike():
@@ -1255,10 +1244,10 @@ def test_aligned_rows_only_where_both_rows_split_alike():
     assert triton_softmax._align_elements(x, torch.empty(4 * 301 + 1, dtype=torch.float16)[1:].view(4, 301)) == 0
 
 
-def pieces_calls(monkeypatch) -> list:
-    """The constexprs of every launch of the pieces kernel from now on."""
+def kernel_calls(monkeypatch, name: str) -> list:
+    """The constexprs of every launch of triton_softmax's kernel ``name`` from now on."""
     calls = []
-    kernel = triton_softmax._softmax_row_pieces_kernel
+    kernel = getattr(triton_softmax, name)
 
     class Recording:
         def __getitem__(self, grid):
@@ -1268,8 +1257,13 @@ def pieces_calls(monkeypatch) -> list:
                 calls.append({k: v for k, v in kwargs.items() if k.isupper()})
                 return launch(*args, **kwargs)
             return run
-    monkeypatch.setattr(triton_softmax, "_softmax_row_pieces_kernel", Recording())
+    monkeypatch.setattr(triton_softmax, name, Recording())
     return calls
+
+
+def pieces_calls(monkeypatch) -> list:
+    """The constexprs of every launch of the pieces kernel from now on."""
+    return kernel_calls(monkeypatch, "_softmax_row_pieces_kernel")
 
 
 @pytest.mark.parametrize("dtype", [torch.float32] + HALF_DTYPES)

@@ -35,9 +35,11 @@ import torch
 from verify import metrics
 from verify.dtypes import get_format
 from verify.oracle import ROW_FINITE, ROW_MASKED, ROW_NONFINITE, AttentionTruth, SoftmaxTruth
-from verify.tolerance import BIAS_FAILURE_PROBABILITY, BIAS_SMALL_TERM
+from verify.tolerance import BIAS_FAILURE_PROBABILITY, BIAS_SMALL_TERM, ToleranceModel, underflow_bound
 
 MASKED_ROW_POLICIES = ("either", "nan", "zero")
+#: The hull check's room for underflow: float32 compute that flushes, the loosest the tolerance admits.
+_FLUSHING_FLOAT32 = ToleranceModel(compute=get_format("float32"), dot=get_format("float32"), flushes_subnormals=True)
 #: The LSE's error unit (``verify.metrics.lse_error``).
 LSE_UNIT = "u*max(1,|lse|)"
 
@@ -454,9 +456,9 @@ def evaluate_attention(
         else:
             vmin, vmax = (t.to(g.device) for t in value_range(v, g.shape[1]))
         nk = v.shape[-2]
-        # plus float32's underflow of the products and rescales, flushed at worst (tolerance.underflow_bound)
+        # plus float32's underflow of the products and rescales, flushed at worst
         slack = ((hull_slack + (nk + 8) * 2.0**-20) * torch.maximum(vmin.abs(), vmax.abs()) + fmt.smallest_subnormal
-                 + (2 * nk + 1) * 2.0**-126)
+                 + underflow_bound(nk, _FLUSHING_FLOAT32))
         outside = finite_el & torch.isinf(tol_units) & torch.isfinite(g) & ((g < vmin - slack) | (g > vmax + slack))
     if outside.any():
         dist = torch.maximum(vmin - g, g - vmax)

@@ -512,8 +512,9 @@ def underflow_bound(n_keys: int, model: ToleranceModel) -> float:
     dividing by l >= 1 only shrinks the accumulator's part.  Flushing counts where the model
     says so (``ToleranceModel.for_target``: the target declares
     ``Capabilities.flushes_subnormals``, or takes a dot narrower than its compute format, TF32,
-    whose tensor cores read subnormal V as 0, found on the H200 with v = -4e-42).  It matters only where outputs lie within a few thousand
-    s_c (or tiny_c) of 0: V drawn near its format's smallest normal (the near-underflow kind).
+    whose tensor cores read subnormal V as 0, found on the H200 with v = -4e-42).  It matters
+    only where outputs lie within a few thousand s_c (or tiny_c) of 0: V drawn near its
+    format's smallest normal (the near-underflow kind).
     """
     c = model.compute
     return (2 * n_keys + 1) * c.smallest_normal if model.flushes_subnormals else (n_keys + 1) * c.smallest_subnormal
