@@ -64,6 +64,7 @@ from strategies.lengths import (
     INDEX_WIDTH_LENGTHS,
     WIDE_OFFSET_ELEMENTS,
     draws_index_width,
+    full_tiles_length,
     grid_counts,
     index_width_length,
     index_width_lengths,
@@ -269,7 +270,7 @@ FAR_TAIL_MIN_OUTPUT = 64.0
 #: (forced only): see NEAR_TIES_KEYS; ``broadcast-mask`` (forced only): see BROADCAST_MASK_SEQ;
 #: ``single-key`` (forced only): see SINGLE_KEY_QUERIES; ``wide-head`` (forced only): see
 #: WIDE_HEAD_PROBE_KEYS; ``coincident-mask`` (forced only): see COINCIDENT_MASK_KEYS;
-#: ``empty-batch`` (forced only): see EMPTY_BATCH; ``block-ends`` (forced only): see BLOCK_ENDS_KEYS;
+#: ``empty-batch`` (forced only): see EMPTY_BATCH; ``block-ends`` (forced only): see BLOCK_ENDS_MAX_KEYS;
 #: ``coincident-heads`` (forced only): see COINCIDENT_HEADS.
 ATTENTION_PROBES = ("empty-batch", "zero-scale", "single-key", "negative-scale", "near-ties", "broadcast-mask",
                     "coincident-mask", "coincident-heads", "aligned-specials", "causal-offset", "wide-head",
@@ -284,18 +285,22 @@ ATTENTION_PROBES = ("empty-batch", "zero-scale", "single-key", "negative-scale",
 #: q[0] to learn a stride fails there, and drawn at random B is never 0 (a blind mutant that
 #: raised on B = 0 lived through every seed; eleventh red team, 2026-12-06).
 EMPTY_BATCH = 0
-#: The block-ends probe (forced only, where 17 keys or more are allowed): up to BLOCK_ENDS_KEYS
-#: keys (within max_seq and the mid-keys probe's limit), up to BLOCK_ENDS_QUERIES queries, one
-#: batch entry, Q = 1, K normal (spread BLOCK_ENDS_K_SPREAD) with every key at a power-of-two
-#: block's edge (``values.block_end_keys``: 15, 16, 31, 32, ..., 2047, 2048) lifted so that its
-#: score exceeds the rest by ln(Nk) + 1 (together about nine tenths of the weight), V distinct at
-#: every position, the default scale, no mask, causal flag or special value.  A key lost or read
-#: twice at such an edge then moves the output by about a sixteenth of V's spread, whatever the
-#: kernel's block width.  Drawn at random, a key past the first thousand carries weight only
-#: where a probe puts its spike (the first or the last key), and one key in a thousand moves an
-#: output by 1e-5 to 2e-3 relative: a blind mutant that skipped every 1024th key lived through
-#: two seeds of three at 4 s a dtype (twelfth red team, 2026-12-06).
-BLOCK_ENDS_KEYS = 2049
+#: The block-ends probe (forced only, where 17 keys or more are allowed): Nk the longest length
+#: up to BLOCK_ENDS_MAX_KEYS (within max_seq and the mid-keys probe's limit) that fills the last
+#: tile of the most tile widths (``lengths.full_tiles_length``: 3840, tiles of 16 to 192), up to
+#: BLOCK_ENDS_QUERIES queries, one batch entry, Q = 1, K normal (spread BLOCK_ENDS_K_SPREAD)
+#: with every key at a block's edge (``values.block_end_keys``: 15, 16, 31, 32, ..., 2047, 2048,
+#: each full last tile's first key and the one before it, and the last key: 35 of 3840) lifted so
+#: that its score exceeds the rest by ln(Nk) + 1 (together about nine tenths of the weight), V
+#: distinct at every position, the default scale, no mask, causal flag or special value.  A key
+#: lost or read twice at such an edge then moves the output by about a fortieth of V's spread,
+#: whatever the kernel's block width.  Drawn at random, a key past the first thousand carries
+#: weight only where a probe puts its spike (the first or the last key), and one key in a
+#: thousand moves an output by 1e-5 to 2e-3 relative: a blind mutant that skipped every 1024th
+#: key lived through two seeds of three at 4 s a dtype (twelfth red team, 2026-12-06).  Until
+#: 2026-12-08 Nk was 2049, a ragged tail for every tiling, and a blind mutant that dropped the
+#: last key where Nk is a multiple of 80 lived through 3 cells of 9 (fourteenth red team).
+BLOCK_ENDS_MAX_KEYS = 4097
 BLOCK_ENDS_MIN_KEYS = 17
 BLOCK_ENDS_QUERIES = 4
 BLOCK_ENDS_K_SPREAD = 0.5
@@ -1492,6 +1497,14 @@ def aligned_special_seqs(min_seq: int, max_seq: int) -> tuple[int, ...]:
     return _powers_of_two(max(min_seq, ALIGNED_SPECIAL_MIN_KEYS), max_seq, 0, 0)
 
 
+def block_ends_keys(min_keys: int, max_keys: int) -> int:
+    """The block-ends probe's key length where ``[min_keys, max_keys]`` are allowed (see
+    BLOCK_ENDS_MAX_KEYS): the most allowed where no length in range fills a tile."""
+    top = min(BLOCK_ENDS_MAX_KEYS, max_keys)
+    full = full_tiles_length(top)
+    return full if full >= min_keys else top
+
+
 def _small_head_dim(drawn: int, allowed: tuple[int, ...], largest: int) -> int:
     """The drawn head dim if it is at most ``largest``, else the largest allowed one up to
     it (the smallest allowed one if none is that small)."""
@@ -1955,8 +1968,8 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
             heads = -(-pairs // batch)
         heads_kv, group = (1, heads) if shared else (heads, 1)
     elif c.probe == "block-ends":
-        # See BLOCK_ENDS_KEYS: few queries and heads against the most keys allowed.
-        seq_k, decode = min(BLOCK_ENDS_KEYS, max(c.max_seq, c.mid_keys_max)), False
+        # See BLOCK_ENDS_MAX_KEYS: few queries and heads against many keys, every tile full.
+        seq_k, decode = block_ends_keys(c.min_seq, max(c.max_seq, c.mid_keys_max)), False
         seq_q = max(c.min_seq, min(seq_q, BLOCK_ENDS_QUERIES))
         batch, heads_kv, group = 1, min(heads_kv, 2), min(group, 2)
         head_dim = _small_head_dim(head_dim, c.head_dims, MID_KEYS_MAX_HEAD_DIM)
@@ -2255,7 +2268,7 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
     if c.probe == "negative-scale":
         scale, q, k = _negative_scale_recipes(fmt, head_dim, c.roundoffs[fmt.name])
     if c.probe == "block-ends":
-        # See BLOCK_ENDS_KEYS: drawn as usual, then replaced (the same choices).
+        # See BLOCK_ENDS_MAX_KEYS: drawn as usual, then replaced (the same choices).
         scale, causal, mask, mask_shape, mask_layout = None, False, None, "qk", "contiguous"
         lift = (math.log(seq_k) + 1.0) / math.sqrt(head_dim)  # scores: (1 / sqrt(D)) * D * gap
         q = ValueRecipe("constant", offset=1.0)

@@ -111,6 +111,21 @@ def common_multiples(lo: int, hi: int, blocks: tuple[int, ...] = TILE_WIDTHS) ->
     return tuple(sorted(found))
 
 
+@lru_cache(maxsize=64)
+def full_tiles_length(limit: int, blocks: tuple[int, ...] = TILE_WIDTHS) -> int:
+    """The longest length in ``[1, limit]`` that is a multiple of the most of ``blocks``: a
+    kernel tiled by any of them ends on a full last tile, the exact-fit path whose last key or
+    entry a kernel can lose (a softmax in blocks of 80 that dropped the last entry of a row
+    filling them, an attention dropping the last key where Nk is a multiple of 80: fourteenth
+    red team, 2026-12-07).  3840 fills tiles of 16, 32, 48, 64, 80, 96, 128, 160 and 192, 9600
+    all of ``TILE_WIDTHS``; ``limit`` itself where no block fits in it."""
+    check_positive_int(limit, "limit")
+    candidates = {m for b in blocks for m in range(b, limit + 1, b)}
+    if not candidates:
+        return limit
+    return max(candidates, key=lambda m: (sum(m % b == 0 for b in blocks), m))
+
+
 def _fills_several(m: int, blocks: tuple[int, ...] = TILE_WIDTHS) -> bool:
     """Whether ``m`` is a multiple of two or more of ``blocks``, one of them not a power of two."""
     return m >= 1 and sum(m % w == 0 for w in blocks) >= 2 and any(m % w == 0 for w in blocks if w & (w - 1))

@@ -54,6 +54,7 @@ from strategies.lengths import (
     GRID_AXIS_LIMIT,
     WIDE_OFFSET_ELEMENTS,
     draws_index_width,
+    full_tiles_length,
     grid_counts,
     index_width_length,
     index_width_lengths,
@@ -229,15 +230,21 @@ SPREAD_LADDER_FEATURE = "values:spread-ladder"
 #:   (sixth red team, 2026-12-05).
 MASKED_LONG_SHIFTS = 2
 #: The block-ends probe (forced only, where long rows are allowed), the attention probe's twin:
-#: two rows of the longest long-row length, no mask, no special value, every entry at a
-#: power-of-two block's edge (``values.block_end_keys``: 15, 16, 31, 32, ..., 16383, 16384 on the
-#: CPU) lifted over the row's maximum to near-equal shares (``values.BLOCK_END_SPREAD``): in row 0 by ln(n) + 1, so that those
-#: entries hold nearly all the weight, in row 1 by the row shift (row_shift_for), so that they
-#: alone hold it (the rest are 0).  A kernel that loses such an entry from its maximum and sum,
-#: counts it twice where two blocks meet, or leaves its output unwritten is off by about a
-#: share 1 / (2 log2 n) of the row there, whatever its block width: dropping every 1024th or
-#: 2048th entry of random rows moved the output by 0.99 to 1.34 of the tolerance in float16 and
-#: bfloat16, where only the mixed row's bias check stood between (CPU, 2026-12-07).
+#: two rows of the longest long-row length that fills the last tile of the most tile widths
+#: (``lengths.full_tiles_length``: 9600 on the CPU, every width of ``lengths.TILE_WIDTHS``), no
+#: mask, no special value, every entry at a block's edge (``values.block_end_keys``: 15, 16, 31,
+#: 32, ..., 8191, 8192, each full last tile's first entry and the one before it, and the last
+#: entry: 41 on the CPU) lifted over the row's maximum to near-equal shares
+#: (``values.BLOCK_END_SPREAD``): in row 0 by ln(n) + 1, so that those entries hold nearly all
+#: the weight, in row 1 by the row shift (row_shift_for), so that they alone hold it (the rest
+#: are 0).  A kernel that loses such an entry from its maximum and sum, counts it twice where
+#: two blocks meet, or leaves its output unwritten is off by about a share 1 / (edges) of the
+#: row there, whatever its block width: dropping every 1024th or 2048th entry of random rows
+#: moved the output by 0.99 to 1.34 of the tolerance in float16 and bfloat16, where only the
+#: mixed row's bias check stood between (CPU, 2026-12-07).  Until 2026-12-08 the rows were the
+#: longest long rows (16385 on the CPU, a ragged tail for every tiling), and a blind mutant in
+#: blocks of 80 that lost the last entry of a row filling them lived through 3 cells of 9
+#: (fourteenth red team).
 BLOCK_ENDS_GAP_NATS = 1.0
 #: The narrow-values probe (forced only, for float32 and float64 inputs): an ordinary case whose
 #: values are first rounded to the next narrower format (float64 -> float32, float32 ->
@@ -761,6 +768,13 @@ def aligned_special_lengths(min_length: int, max_length: int) -> tuple[int, ...]
     return _powers_of_two(max(min_length, ALIGNED_SPECIAL_MIN_LENGTH), max_length, 0, 0)
 
 
+def block_ends_length(min_length: int, max_length: int) -> int:
+    """The block-ends probe's row length where ``[min_length, max_length]`` is the long rows'
+    range (see BLOCK_ENDS_GAP_NATS): the longest allowed where none in range fills a tile."""
+    full = full_tiles_length(max_length)
+    return full if full >= min_length else max_length
+
+
 def floor_row_length(min_length: int, max_length: int) -> int:
     """The floor-row probe's length: the longest 2**k + 1 within [min_length, max_length] (a
     ragged tail of one for every power-of-two block), else max_length."""
@@ -949,8 +963,10 @@ def _softmax_cases(draw: st.DrawFn, c: _SoftmaxConfig) -> SoftmaxCase:
         elif forced == "narrow-values":
             # The most rows of the longest length first: one entry's softmax is 1 in any format.
             rows, length = largest_first(draw, 1, c.max_rows), largest_first(draw, c.min_length, c.max_length)
-        elif forced in ("edge-spike", "masked-long", "block-ends"):
+        elif forced in ("edge-spike", "masked-long"):
             length, rows, batch, heads = c.long_range[1], 2, 0, 0
+        elif forced == "block-ends":
+            length, rows, batch, heads = block_ends_length(*c.long_range), 2, 0, 0
         elif forced == "floor-row":
             length, rows, batch, heads = floor_row_length(c.min_length, c.max_length), min(2, c.max_rows), 0, 0
         elif forced == "spread-ladder":

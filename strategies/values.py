@@ -131,6 +131,7 @@ from hypothesis.strategies import SearchStrategy
 
 from strategies._text import num
 from strategies._validation import check_argument, spec_error
+from strategies.lengths import TILE_WIDTHS
 from strategies.features import (K_VALUE_KINDS, PROBE_K_VALUE_KINDS, PROBE_V_VALUE_KINDS, SOFTMAX_VALUE_KINDS,
                                  V_VALUE_KINDS, ZERO_RUN_KINDS)
 from verify.dtypes import FloatFormat, get_format
@@ -143,15 +144,16 @@ VERY_NEGATIVE_CEILING = -1.25e4
 
 #: Kinds whose ``scale`` is a spread around ``offset``: tiny/huge-scale features apply.
 #: Where a ``dominant`` row's large entry is, by its ``count``: ``block-ends`` lifts every entry
-#: at a power-of-two block's edge (``block_end_keys``) to the row's maximum plus the gap, less
+#: at a block's edge (``block_end_keys``: power-of-two blocks, and the last tile of the tilings
+#: the row fills) to the row's maximum plus the gap, less
 #: BLOCK_END_SPREAD times its own distance below the highest of them: near-equal shares, each
-#: about 1 / (edges) of their weight (0.036 to 0.059 in the softmax block-ends probe's first
-#: float32 case: 22 edges of 16385 entries, scale 1).
+#: about 1 / (edges) of their weight (0.019 to 0.034 in the softmax block-ends probe's first
+#: float32 case: 41 edges of 9600 entries, scale 1).
 DOMINANT_AT = ("random", "last", "first", "block-ends")
 BLOCK_END_SPREAD = 0.125
 #: Which key of a (batch, head) a ``key-spike`` recipe lifts, by its ``count``: ``block-ends``
 #: lifts every key at a power-of-two block's edge, 2**j - 1 and 2**j for j >= 4 (15, 16, 31, 32,
-#: ...), see ``block_end_keys``.
+#: ...), and at the last tile's edges of each tiling the keys fill, see ``block_end_keys``.
 KEY_SPIKE_AT = ("first", "last", "either", "alternate", "alternate-last", "block-ends")
 #: near-underflow's signs, by ``count``.
 UNDERFLOW_SIGNS = ("mixed", "positive", "negative")
@@ -163,8 +165,19 @@ def block_end_keys(n_keys: int) -> tuple[int, ...]:
     block's last key) and 2**j (the next block's first) for j >= 4, e.g. 15, 16, ..., 2047, 2048
     for 2049 keys.  A kernel whose loop bounds, tail masks or split boundaries lose or double a
     key at such an edge (every 1024th key skipped, a block's last column left out of its
-    maximum) does it at one of them, whatever its block width."""
-    return tuple(p for j in range(4, n_keys.bit_length()) for p in (2**j - 1, 2**j) if p < n_keys)
+    maximum) does it at one of them, whatever its block width.
+
+    Where ``n_keys`` is a multiple of some of ``lengths.TILE_WIDTHS`` (the block-ends probes take
+    ``lengths.full_tiles_length``), also the edges of each such tiling's last tile, which is
+    full: its first key and the key before it, and the last key, which the exact-fit path (no
+    ragged tail) holds, e.g. 3647, 3648, ..., 3823, 3824 and 3839 for 3840 keys (tiles of 16
+    to 192), in order."""
+    edges = {p for j in range(4, n_keys.bit_length()) for p in (2**j - 1, 2**j) if p < n_keys}
+    filled = [w for w in TILE_WIDTHS if n_keys % w == 0 and n_keys > w]
+    edges.update(p for w in filled for p in (n_keys - w - 1, n_keys - w))
+    if filled:
+        edges.add(n_keys - 1)
+    return tuple(sorted(edges))
 
 
 @dataclass(frozen=True)

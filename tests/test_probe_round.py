@@ -69,7 +69,7 @@ def _softmax_probe_holds(probe: str, case) -> bool:
                              and total_rows == min(MAX_ROWS, S.ALIGNED_SPECIAL_ROWS)
                              and {sp.kind for sp in s.specials} <= {"nan", "+inf"}
                              and (s.specials[0].kind, s.specials[0].index[0]) == ("nan", 0)),
-        "block-ends": (s.length == 16385 and total_rows == 2 and not s.specials and s.mask.kind == "none"
+        "block-ends": (s.length == 9600 and total_rows == 2 and not s.specials and s.mask.kind == "none"
                        and [(r.kind, r.count) for r in s.recipes] == [("dominant", 3), ("dominant", 3)]),
         "masked-long": (s.length == 16385 and total_rows == 2 and not s.specials
                         and s.mask.kind in ("leading-block", "key-padding")),
@@ -88,7 +88,7 @@ def _attention_probe_holds(probe: str, case) -> bool:
                              and s.seq_k >= min(MAX_SEQ, 16) and s.mask_layout != "expanded"),
         "block-ends": (s.k.kind == "key-spike" and s.k.count == 5 and s.q.kind == "constant" and s.mask is None
                        and not s.causal and not s.specials and s.batch == 1
-                       and s.seq_k == min(A.BLOCK_ENDS_KEYS, max(MAX_SEQ, A.MID_KEYS_MAX))),
+                       and s.seq_k == 3840),  # fills tiles of 16 to 192
         "aligned-specials": (s.seq_q == s.seq_k >= 16 and s.seq_k & (s.seq_k - 1) == 0
                              and s.batch == 1 and s.heads_q == s.heads_kv == 3
                              and s.mask is None and not s.causal
@@ -289,11 +289,11 @@ def test_the_simplest_case_of_a_forced_probe_is_its_strongest() -> None:
     spike = find(softmax_cases(probe="edge-spike"), lambda c: True, **first).spec  # float32 first: 112 nats
     assert [(r.kind, r.count, r.gap) for r in spike.recipes] == [("dominant", 1, 112.0), ("dominant", 2, 112.0)]
     ends = find(softmax_cases(probe="block-ends"), lambda c: True, **first)
-    assert [r.gap for r in ends.spec.recipes] == [math.log(16385) + S.BLOCK_ENDS_GAP_NATS, 112.0]
+    assert [r.gap for r in ends.spec.recipes] == [math.log(9600) + S.BLOCK_ENDS_GAP_NATS, 112.0]
     weights = torch.softmax(ends.build().double(), -1)
-    edges = list(block_end_keys(16385))
-    assert len(edges) == 22 and (weights[0, edges].sum() > 0.99).item() and (weights[1, edges].sum() == 1).item()
-    assert (weights[:, edges].min() > 0.5 / 22).item()  # every edge near an equal share
+    edges = list(block_end_keys(9600))  # 15, 16, ..., 8191, 8192; 9599 and each full last tile's first and the one before
+    assert len(edges) == 41 and (weights[0, edges].sum() > 0.99).item() and (weights[1, edges].sum() > 1 - 1e-12).item()
+    assert (weights[:, edges].min() > 0.5 / 41).item()  # every edge near an equal share
     masked = find(softmax_cases(probe="masked-long"), lambda c: True, **first).spec
     assert masked.mask.kind == "leading-block" and masked.mask.block == masked.length - masked.length // 4
     assert masked.recipes[0].offset == -2 * 112.0  # live entries far below 0: a stand-in maximum of 0 outweighs them
@@ -624,6 +624,40 @@ def test_the_zero_scale_probe_catches_a_kernel_that_skips_zero_value_blocks(bloc
     assert engine.check_attention_input(target, built.q, built.k, built.v, **kw).evaluation.ok
     found = engine.check_attention_input(mutant, built.q, built.k, built.v, **kw).evaluation
     assert [v.kind for v in found.violations] == ["accuracy"]
+
+
+def _full_last_tile_drops_its_last_key(q, k, v, *, scale, causal=False, mask=None, width=80):
+    """Attention that leaves the last key out where Nk fills its last tile of ``width`` keys (the
+    exact-fit path, no ragged tail), right otherwise."""
+    from kernels.reference import naive_attention
+
+    nk = k.shape[-2]
+    if nk % width == 0:
+        keep = torch.ones(q.shape[-2], nk, dtype=torch.bool)
+        keep[:, -1] = False
+        mask = keep if mask is None else mask & keep
+    return naive_attention(q, k, v, scale=scale, causal=causal, mask=mask, compute_dtype=torch.float64).to(q.dtype)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+@pytest.mark.parametrize("width", [48, 80, 192])
+def test_the_block_ends_probe_fills_every_tilings_last_tile_and_weighs_its_last_key(dtype: str, width: int) -> None:
+    """Nk was 2049 (a ragged tail for every tiling) until 2026-12-08, and a blind mutant that
+    dropped the last key where Nk is a multiple of 80 lived through 3 cells of 9 (fourteenth red
+    team, 2026-12-07); at 3840 keys the last one holds about a fortieth of the weight: 5.7 times the
+    tolerance in bfloat16 (CPU, 2026-12-08)."""
+    case = find(attention_cases(dtypes=(dtype,), max_seq=MAX_SEQ, probe="block-ends"), lambda c: True,
+                settings=settings(max_examples=1, phases=[Phase.generate], **_QUIET))
+    built = case.build()
+    target = get_target("ref-naive-attention")
+    mutant = dataclasses.replace(target, name=f"full-tile-{width}-drops-last-key",
+                                 fn=lambda q, k, v, **kw: _full_last_tile_drops_its_last_key(q, k, v, width=width, **kw))
+    kw = dict(scale=built.scale, causal=built.causal, mask=built.mask, compare_naive=False)
+    from verify import engine
+
+    assert built.k.shape[-2] == 3840 and engine.check_attention_input(target, built.q, built.k, built.v, **kw).evaluation.ok
+    found = engine.check_attention_input(mutant, built.q, built.k, built.v, **kw).evaluation
+    assert [v.kind for v in found.violations] == ["accuracy"] and found.max_ratio > 3, found.max_ratio  # 5.7 in bfloat16
 
 
 def _shifts_by_the_raw_maximum(q, k, v, *, scale, causal=False, mask=None):

@@ -675,3 +675,36 @@ def test_the_block_ends_probe_shows_a_chunk_that_drops_its_blocks_last_entries(d
                     kind="mutant", description="a split row's first chunk drops its blocks' last entries")
     found = engine.check_softmax_input(mutant, x, compare_naive=False).evaluation
     assert not found.ok and found.max_ratio > 10, (found.max_ratio, case.describe())
+
+
+def _full_last_tile_loses_its_last_entry(x: torch.Tensor, width: int = 80) -> torch.Tensor:
+    """Right but for rows that fill their last block of ``width`` entries (the exact-fit path,
+    no ragged tail): the row's last entry is left out of its maximum and sum."""
+    wide = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+    n = x.shape[-1]
+    if n % width:
+        return torch.softmax(wide, -1).to(x.dtype)
+    kept = wide.clone()
+    kept[..., -1] = float("-inf")
+    return torch.softmax(kept, -1).to(x.dtype)
+
+
+@pytest.mark.parametrize("dtype", LOW)
+@pytest.mark.parametrize("width", [80, 100])
+def test_the_block_ends_probe_fills_every_tilings_last_tile_and_weighs_its_last_entry(dtype: str, width: int) -> None:
+    # Its rows were 16385 entries long (a ragged tail for every tiling) until 2026-12-08, and a
+    # blind mutant in blocks of 80 that lost the last entry of a row filling them lived through
+    # 3 cells of 9 (fourteenth red team, 2026-12-07).
+    from kernels.registry import Target, get_target
+    from verify import engine
+
+    case = find(softmax_cases(dtypes=(dtype,), probe="block-ends"), lambda c: True, settings=settings(**_QUIET))
+    assert case.spec.length == 9600  # a multiple of every tile width the suite knows
+    x = case.build()
+    exact = get_target("torch.softmax")
+    assert engine.check_softmax_input(exact, x, compare_naive=False).evaluation.ok
+    mutant = Target(name=f"full-tile-{width}-drops-last", op="softmax", caps=exact.caps, kind="mutant",
+                    fn=lambda t: _full_last_tile_loses_its_last_entry(t, width),
+                    description=f"a row that fills its blocks of {width} loses its last entry")
+    found = engine.check_softmax_input(mutant, x, compare_naive=False).evaluation
+    assert not found.ok and found.max_ratio > 10, (found.max_ratio, case.describe())
