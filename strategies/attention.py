@@ -78,7 +78,7 @@ from strategies.lengths import (
 from strategies.masks import MASK_KINDS, STAGGERED_KINDS, MaskSpec, keep_features, mask_specs
 from strategies.rounding import to_format
 from strategies.specials import SpecialSpec, special_kinds, special_specs
-from strategies.values import KEY_SPIKE_AT, ValueRecipe, magnitudes, position_distinct, sample_groups, value_recipes
+from strategies.values import KEY_SPIKE_AT, UNDERFLOW_SIGNS, ValueRecipe, magnitudes, position_distinct, sample_groups, value_recipes
 from verify.capabilities import Capabilities
 from verify.dtypes import FORMATS, FloatFormat, get_format
 from verify.tolerance import ILL_CONDITIONED_ARGUMENT_ERROR
@@ -271,8 +271,9 @@ FAR_TAIL_MIN_OUTPUT = 64.0
 #: ``single-key`` (forced only): see SINGLE_KEY_QUERIES; ``wide-head`` (forced only): see
 #: WIDE_HEAD_PROBE_KEYS; ``coincident-mask`` (forced only): see COINCIDENT_MASK_KEYS;
 #: ``empty-batch`` (forced only): see EMPTY_BATCH; ``block-ends`` (forced only): see BLOCK_ENDS_MAX_KEYS;
-#: ``coincident-heads`` (forced only): see COINCIDENT_HEADS.
-ATTENTION_PROBES = ("empty-batch", "zero-scale", "single-key", "negative-scale", "near-ties", "broadcast-mask",
+#: ``coincident-heads`` (forced only): see COINCIDENT_HEADS; ``underflow-v`` (forced only): see
+#: UNDERFLOW_V_SIGNS.
+ATTENTION_PROBES = ("empty-batch", "zero-scale", "single-key", "negative-scale", "near-ties", "underflow-v", "broadcast-mask",
                     "coincident-mask", "coincident-heads", "aligned-specials", "causal-offset", "wide-head",
                     "wider-head", "score-floor", "absorption", "far-tail", "many-heads", "mid-keys", "block-ends",
                     "mid-queries", "masked-lead", "masked-tail", "index-width", "grid-heads", "many-tiles",
@@ -332,6 +333,24 @@ NEAR_TIES_KEYS = 131
 NEAR_TIES_MIN_QUERIES = 8
 NEAR_TIES_MAX_QUERIES = 16
 NEAR_TIES_JITTERS = (2.0**-11, 2.0**-8, 2.0**-14)
+#: The underflow-v probe (forced only): a case drawn as any other (shapes, mask, causal flag,
+#: scale, Q and K), no special value, and V of kind ``near-underflow`` up to the input format's
+#: smallest normal (log-uniform from twice its smallest subnormal: nine entries in ten subnormal), its
+#: signs by ``values.UNDERFLOW_SIGNS`` (the simplest case's first: all positive, so that the
+#: output is about as small and a flush loses all of it).  A kernel that reads V's subnormals as
+#: 0 (an FTZ/DAZ compile flag, a conversion that drops them, a tensor-core path that flushes
+#: them: cuDNN's bfloat16 does, tests/test_findings.py) then answers 0 where a correct kernel's
+#: gradual underflow costs at most half a float32 subnormal a product
+#: (``verify.tolerance.underflow_bound``).  Drawn at random, V near underflow came in 26 of 600
+#: float16 cases, and a mutant that flushed V's subnormals lived through a main job's 76
+#: examples in 3 dtypes (seed 20261256, 2026-12-08), though any one such case caught it in
+#: every dtype, at 4 to 40000 times the tolerance.
+UNDERFLOW_V_SIGNS = ("positive", "mixed", "negative")
+#: ... with at least this many keys and queries (within max_seq): several key and query blocks
+#: and a ragged one, so that a flush on the blocked (tensor-core) path shows as well as one in a
+#: one-key shortcut.
+UNDERFLOW_V_KEYS = 67
+UNDERFLOW_V_QUERIES = 17
 #: The broadcast-mask probe (forced only, where the target takes a boolean mask): a random mask
 #: (density 1/2) broadcast over the keys, (..., Nq, 1), where the target takes one, else over the
 #: queries, (..., 1, Nk), on square lengths of at least BROADCAST_MASK_SEQ (within max_seq), no
@@ -2065,6 +2084,9 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         batch, heads_kv, group = 1, min(ALIGNED_SPECIAL_HEADS, c.max_heads), 1
         heads_q = heads_kv
         head_dim = _small_head_dim(head_dim, c.head_dims, MID_KEYS_MAX_HEAD_DIM)
+    if c.probe == "underflow-v":
+        seq_k = max(seq_k, min(c.max_seq, UNDERFLOW_V_KEYS))
+        seq_q = max(seq_q, min(c.max_seq, UNDERFLOW_V_QUERIES))
     if c.probe == "near-ties":
         # several queries: a query row's maximum is a copy for some query directions only
         seq_k = max(seq_k, min(c.max_seq, NEAR_TIES_KEYS))
@@ -2275,6 +2297,11 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         k = ValueRecipe("key-spike", scale=BLOCK_ENDS_K_SPREAD, gap=float(f"{lift:.3g}"),
                         count=KEY_SPIKE_AT.index("block-ends"))
         v = position_distinct(ValueRecipe("normal", scale=1.0), fmt)
+    if c.probe == "underflow-v":
+        # See UNDERFLOW_V_SIGNS: drawn as usual, then V replaced (the same choices).
+        signs = draw(st.sampled_from(UNDERFLOW_V_SIGNS))
+        v = ValueRecipe("near-underflow", scale=fmt.smallest_normal, gap=2 * fmt.smallest_subnormal,
+                        count=UNDERFLOW_SIGNS.index(signs))
     if c.probe == "near-ties":
         jitter = draw(st.sampled_from(NEAR_TIES_JITTERS))
         causal, scale = False, None
@@ -2297,7 +2324,7 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         v = ValueRecipe("uniform", scale=big / 2.0, offset=big)
         specials = ((SpecialSpec("nan", "q", (0, 0, min(1, seq_q - 1), 0)),)
                     + ((SpecialSpec("nan", "k", (0, heads_kv - 1, 0, 0)),) if heads_kv >= 2 else ()))
-    if c.probe == "block-ends":
+    if c.probe in ("block-ends", "underflow-v"):
         specials = ()
     if c.probe == "aligned-specials":
         scale, causal, mask, mask_shape, mask_layout = None, False, None, "qk", "contiguous"
