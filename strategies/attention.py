@@ -271,10 +271,10 @@ FAR_TAIL_MIN_OUTPUT = 64.0
 #: ``single-key`` (forced only): see SINGLE_KEY_QUERIES; ``wide-head`` (forced only): see
 #: WIDE_HEAD_PROBE_KEYS; ``coincident-mask`` (forced only): see COINCIDENT_MASK_KEYS;
 #: ``empty-batch`` (forced only): see EMPTY_BATCH; ``block-ends`` (forced only): see BLOCK_ENDS_MAX_KEYS;
-#: ``coincident-heads`` (forced only): see COINCIDENT_HEADS; ``underflow-v`` (forced only): see
-#: UNDERFLOW_V_SIGNS.
+#: ``coincident-heads`` and ``coincident-heads-3d`` (forced only): see COINCIDENT_HEADS;
+#: ``underflow-v`` (forced only): see UNDERFLOW_V_SIGNS.
 ATTENTION_PROBES = ("empty-batch", "zero-scale", "single-key", "negative-scale", "near-ties", "underflow-v", "broadcast-mask",
-                    "coincident-mask", "coincident-heads", "aligned-specials", "causal-offset", "wide-head",
+                    "coincident-mask", "coincident-heads", "coincident-heads-3d", "aligned-specials", "causal-offset", "wide-head",
                     "wider-head", "score-floor", "absorption", "far-tail", "many-heads", "mid-keys", "block-ends",
                     "mid-queries", "masked-lead", "masked-tail", "index-width", "grid-heads", "many-tiles",
                     "wide-offsets")  # cheapest first
@@ -428,10 +428,12 @@ COINCIDENT_MASK_KEYS = 16
 #: random (B = Hq about one case in COINCIDENCE_ODDS, then a 4-d mask by head one time in four
 #: since 2026-12-06), B = Hq = 2 with a 4-d mask came in 7 of 1,254 calls, and such a blind
 #: mutant lived through two seeds of three at 4 s a dtype (twelfth red team, 2026-12-06).  The
-#: mask is 4-d or, one probe case in two, 3-d, (Hq, Nq, Nk): with B = Hq a kernel that takes a 3-d
-#: mask's leading dim for the batch stays in bounds too, and such a blind mutant lived in 6 of 9
-#: cells (fourteenth red team, 2026-12-07).
+#: coincident-heads-3d probe is the same with a 3-d mask, (Hq, Nq, Nk): with B = Hq a kernel that
+#: takes a 3-d mask's leading dim for the batch stays in bounds too.  Such a blind mutant lived in
+#: 6 of 9 cells (fourteenth red team, 2026-12-07), then, with one coincident-heads case in two
+#: 3-d, 4 of 9: the probe round tries a probe's simplest case alone, which was the 4-d one.
 COINCIDENT_HEADS = 3
+COINCIDENT_HEADS_MASKS = {"coincident-heads": "bhqk", "coincident-heads-3d": "hqk"}
 WIDE_HEAD_SCALE_FACTOR = 0.75
 #: The score-floor probe (forced only, within the size profile): every score of a row equal and
 #: about as low as the contract lets a finite score go (qk_limit: 1 / SCORE_HEADROOM of the
@@ -1132,6 +1134,7 @@ class _AttentionConfig:
             out["coincident-mask"] = "caps take no boolean mask (or masks=False), or max_batch or max_seq below 2"
         if not self.bool_mask or min(self.max_batch, self.max_heads) < 2:
             out["coincident-heads"] = "caps take no boolean mask (or masks=False), or max_batch or max_heads below 2"
+            out["coincident-heads-3d"] = out["coincident-heads"]
         if wide_probe_head_dim(self.head_dims) is None:
             out["wide-head"] = "no head dim in (128, 256] within head_dims and caps"
         if wider_probe_head_dim(self.head_dims) is None:
@@ -2069,7 +2072,7 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
     if c.probe == "coincident-mask":
         batch = seq_q = min(c.max_batch, 3, c.max_seq)
         seq_k = max(seq_k, min(c.max_seq, COINCIDENT_MASK_KEYS))
-    if c.probe == "coincident-heads":
+    if c.probe in ("coincident-heads", "coincident-heads-3d"):
         batch = heads_kv = heads_q = min(c.max_batch, c.max_heads, COINCIDENT_HEADS)
         group, seq_k = 1, max(seq_k, min(c.max_seq, COINCIDENT_MASK_KEYS))
     if c.probe == "single-key":
@@ -2178,8 +2181,8 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
             mask, mask_shape, causal = MaskSpec("random", density=0.5), draw(st.sampled_from(shapes)), False
         if c.probe == "coincident-mask":
             mask, mask_shape, causal = MaskSpec("random", density=0.5), "qk", False
-        if c.probe == "coincident-heads":
-            mask, mask_shape, causal = MaskSpec("random", density=0.5), draw(st.sampled_from(("bhqk", "hqk"))), False
+        if c.probe in ("coincident-heads", "coincident-heads-3d"):
+            mask, mask_shape, causal = MaskSpec("random", density=0.5), COINCIDENT_HEADS_MASKS[c.probe], False
         mask_layout = draw(st.sampled_from(c.mask_layouts))
         if causal and not c.causal_with_mask:
             mask, mask_shape = None, "qk"
