@@ -57,7 +57,8 @@ from strategies._validation import (
 )
 from strategies.features import (ATTENTION_BROADCAST_LAYOUTS, ATTENTION_KV_LAYOUTS, ATTENTION_LAYOUTS, K_VALUE_KINDS, QK_VALUE_KINDS, V_VALUE_KINDS, ZERO_RUN_KINDS,
                                  ordered)
-from strategies.layouts import has_strided_last_dim, is_aligned, is_noncontiguous, materialize, pack_kv
+from strategies.layouts import (has_strided_last_dim, is_aligned, is_noncontiguous, materialize, pack_kv,
+                                probe_layout_order)
 from strategies.lengths import (
     GRID_AXIS_LIMIT,
     _powers_of_two,
@@ -278,6 +279,13 @@ ATTENTION_PROBES = ("empty-batch", "zero-scale", "single-key", "negative-scale",
                     "wider-head", "score-floor", "absorption", "far-tail", "many-heads", "mid-keys", "block-ends",
                     "mid-queries", "masked-lead", "masked-tail", "index-width", "grid-heads", "many-tiles",
                     "wide-offsets")  # cheapest first
+#: The probes whose cases draw their tensors' layouts plainly (contiguous first); every other
+#: probe's simplest case takes the layouts ``layouts.probe_layout_order`` turns to by the probe's
+#: place in ATTENTION_PROBES (Q), one further (K) and two (V).  Kept plain: aligned-specials
+#: (for the aligned path, which a strided or offset view leaves) and the probes sized by the
+#: target's speed or memory, or laid out by the engine.
+PLAIN_LAYOUT_PROBES = ("aligned-specials", "many-heads", "mid-keys", "mid-queries", "index-width", "grid-heads",
+                       "many-tiles", "wide-offsets")
 #: The empty-batch probe (forced only, where caps.empty_inputs): a case drawn as any other, then
 #: given batch EMPTY_BATCH and no special entries (there is nowhere to put them); the heads,
 #: lengths, head dim, mask, causal flag and layouts stay as drawn.  The output is empty, (0, Hq,
@@ -2342,7 +2350,10 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         if c.bool_mask and (c.causal_with_mask or not causal):
             mask = MaskSpec("random", density=0.5)
         q = k = v = ValueRecipe("normal", scale=1.0)
-    layouts = tuple(draw(st.sampled_from(_layouts_for(c, shape, fmt))) for _, shape in shapes)
+    turn = ATTENTION_PROBES.index(c.probe) if c.probe and c.probe not in PLAIN_LAYOUT_PROBES else None
+    layouts = tuple(draw(st.sampled_from(_layouts_for(c, shape, fmt) if turn is None
+                                         else probe_layout_order(_layouts_for(c, shape, fmt), turn + i)))
+                    for i, (_, shape) in enumerate(shapes))
     if rare(draw, KV_PACKED_ODDS) and _kv_packed_allowed(c, shapes[1][1], fmt):
         layouts = (layouts[0], "kv-packed", "kv-packed")
     seed = draw(st.integers(0, _rng.SEED_MAX))

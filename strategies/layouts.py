@@ -187,3 +187,22 @@ def is_noncontiguous(layout: str, shape: tuple[int, ...]) -> bool:
     """Whether the view is non-contiguous for this shape (size-1 dims can make a layout trivial)."""
     base_shape, view = plan(layout, shape)
     return not view(torch.empty(base_shape, device="meta")).is_contiguous()
+
+
+def probe_layout_order(allowed: tuple[str, ...], turn: int) -> tuple[str, ...]:
+    """``allowed`` reordered for a probe's case, so that its simplest draw (the first) is the
+    layout ``turn`` places among those that keep every value (not ``BROADCAST_DIM``'s, which
+    keep one entry's values), then the rest.
+
+    A probe's case is tried once a cell, in its simplest form, and drawn plainly that form was
+    contiguous everywhere: the probe round (about two dozen examples) never saw a stride, an
+    offset view or a padded row, and the ordinary examples after it are few in a short cell.  A
+    blind mutant that took K's last stride for 1 lived in 2 cells of 9 and one that ignored a
+    softmax view's storage offset in 1 (fourteenth red team, 2026-12-07).  Turned by the probe
+    (and, for attention, the tensor), the round's cases walk through the layouts instead."""
+    keeping = [name for name in allowed if name not in BROADCAST_DIM]
+    if not keeping:
+        return allowed
+    k = turn % len(keeping)
+    first = keeping[k:] + keeping[:k]
+    return tuple(first) + tuple(name for name in allowed if name not in first)

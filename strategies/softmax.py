@@ -48,7 +48,7 @@ from strategies._validation import (
 )
 from strategies.features import (SOFTMAX_LAYOUTS, SOFTMAX_LEADING_LAYOUTS, SOFTMAX_VALUE_KINDS, SOFTMAX_VECTOR_LAYOUTS,
                                  ordered)
-from strategies.layouts import BROADCAST_DIM, is_noncontiguous, materialize
+from strategies.layouts import BROADCAST_DIM, is_noncontiguous, materialize, probe_layout_order
 from strategies.lengths import (
     _powers_of_two,
     GRID_AXIS_LIMIT,
@@ -229,6 +229,12 @@ SPREAD_LADDER_FEATURE = "values:spread-ladder"
 #:   leave leading blocks of at most 128 entries; a blind mutant with chunks of 1024 lived
 #:   (sixth red team, 2026-12-05).
 MASKED_LONG_SHIFTS = 2
+#: The probes whose cases draw their layout plainly (contiguous first); every other probe's
+#: simplest case takes the layout ``layouts.probe_layout_order`` turns to by the probe's place in
+#: SOFTMAX_PROBES.  Kept plain: aligned-specials (for the aligned path, which a strided or offset
+#: view leaves), long-row (the long rows' schedules as the ordinary examples rarely reach them) and
+#: the probes sized by the target's speed or memory, or laid out by the engine.
+PLAIN_LAYOUT_PROBES = ("aligned-specials", "many-rows", "long-row", "index-width", "grid-rows", "wide-offsets")
 #: The block-ends probe (forced only, where long rows are allowed), the attention probe's twin:
 #: two rows of the longest long-row length that fills the last tile of the most tile widths
 #: (``lengths.full_tiles_length``: 9600 on the CPU, every width of ``lengths.TILE_WIDTHS``), no
@@ -1119,6 +1125,8 @@ def _softmax_cases(draw: st.DrawFn, c: _SoftmaxConfig) -> SoftmaxCase:
         layouts = tuple(n for n in layouts if n in SOFTMAX_VECTOR_LAYOUTS)
     if tile > 1:
         layouts = ("contiguous",)  # the repetitions are made by the engine, contiguous
+    if c.probe and c.probe not in PLAIN_LAYOUT_PROBES:
+        layouts = probe_layout_order(layouts, SOFTMAX_PROBES.index(c.probe))
     layout = draw(st.sampled_from(layouts))
     # Many rows: each row shifted against its neighbours past exp's range (see ROW_SHIFT_STEPS).
     row_shift = row_shift_for(fmt) if many_case and explicit is None else 0.0

@@ -29,6 +29,7 @@ from strategies import (
 )
 from strategies import attention as A
 from strategies import softmax as S
+from strategies.features import ATTENTION_LAYOUTS, SOFTMAX_LAYOUTS
 from strategies.lengths import GRID_AXIS_LIMIT, GRID_COUNTS, INDEX_WIDTH_LENGTHS
 from strategies.values import block_end_keys
 from verify import search
@@ -896,3 +897,61 @@ def test_coincident_heads_probes_draw_one_mask_rank_each(probe: str, shape: str)
         assert case.spec.batch == case.spec.heads_q >= 2 and case.spec.mask_shape == shape
 
     run()
+
+
+def _probe_round_cases(op: str, dtype: str) -> list:
+    first = settings(max_examples=1, phases=[Phase.generate], **_QUIET)
+    if op == "attention":
+        return [(p, find(attention_cases(dtypes=(dtype,), max_seq=MAX_SEQ, probe=p), lambda c: True, settings=first))
+                for p in attention_probes(max_seq=MAX_SEQ)]
+    return [(p, find(softmax_cases(dtypes=(dtype,), max_length=MAX_LENGTH, max_rows=MAX_ROWS, probe=p),
+                     lambda c: True, settings=first))
+            for p in softmax_probes(dtypes=(dtype,), max_length=MAX_LENGTH, max_rows=MAX_ROWS)]
+
+
+def test_the_probe_rounds_cases_walk_through_the_layouts() -> None:
+    """Drawn plainly, every probe's simplest case was contiguous: the round never saw a stride or
+    an offset view.  Now each of Q, K and V takes every layout that keeps its values somewhere in
+    the round, and the probes kept plain (aligned paths, sizes) stay contiguous."""
+    from strategies.features import SOFTMAX_LEADING_LAYOUTS
+    from strategies.layouts import BROADCAST_DIM
+
+    cases = _probe_round_cases("attention", "float16")
+    for i, tensor in enumerate("qkv"):
+        assert {c.spec.layouts[i] for _, c in cases} == set(ATTENTION_LAYOUTS) - set(BROADCAST_DIM), tensor
+    assert all(c.spec.layouts == ("contiguous",) * 3 for p, c in cases if p in A.PLAIN_LAYOUT_PROBES)
+    layouts = {c.spec.layout for _, c in _probe_round_cases("softmax", "float32")}
+    assert layouts >= set(SOFTMAX_LAYOUTS) - set(BROADCAST_DIM) - set(SOFTMAX_LEADING_LAYOUTS), layouts
+
+
+def _k_last_stride_taken_for_1(q, k, v, *, scale, causal=False, mask=None):
+    from kernels.reference import naive_attention
+
+    k = torch.as_strided(k, k.shape, k.stride()[:-1] + (1,), k.storage_offset())
+    return naive_attention(q, k, v, scale=scale, causal=causal, mask=mask, compute_dtype=torch.float64).to(q.dtype)
+
+
+def _storage_offset_ignored(x):
+    return torch.softmax(torch.as_strided(x, x.shape, x.stride(), 0).double(), -1).to(x.dtype)
+
+
+@pytest.mark.parametrize("op", ["attention", "softmax"])
+def test_the_probe_round_alone_catches_a_kernel_that_assumes_a_stride_or_offset(op: str) -> None:
+    # Blind mutants of the fourteenth red team (2026-12-07): K's last stride taken for 1 lived in
+    # 2 cells of 9, a softmax view's storage offset ignored in 1.
+    from verify import engine
+
+    right = get_target("ref-naive-attention" if op == "attention" else "torch.softmax")
+    wrong = dataclasses.replace(right, name="assumes-a-layout", kind="mutant",
+                                fn=_k_last_stride_taken_for_1 if op == "attention" else _storage_offset_ignored)
+    caught = []
+    for probe, case in _probe_round_cases(op, "float32"):
+        built = case.build()
+        if op == "attention":
+            kw = dict(scale=built.scale, causal=built.causal, mask=built.mask, compare_naive=False)
+            runs = [engine.check_attention_input(t, built.q, built.k, built.v, **kw).evaluation for t in (right, wrong)]
+        else:
+            runs = [engine.check_softmax_input(t, built, compare_naive=False).evaluation for t in (right, wrong)]
+        assert runs[0].ok, case.describe()
+        caught += [probe] if not runs[1].ok else []
+    assert caught, op
