@@ -79,7 +79,8 @@ from strategies.lengths import (
 from strategies.masks import MASK_KINDS, STAGGERED_KINDS, MaskSpec, keep_features, mask_specs
 from strategies.rounding import to_format
 from strategies.specials import SpecialSpec, special_kinds, special_specs
-from strategies.values import KEY_SPIKE_AT, UNDERFLOW_SIGNS, ValueRecipe, magnitudes, position_distinct, sample_groups, value_recipes
+from strategies.values import (KEY_SPIKE_AT, UNDERFLOW_SIGNS, ValueRecipe, magnitudes, position_distinct, sample_groups,
+                               value_recipes)
 from verify.capabilities import Capabilities
 from verify.dtypes import FORMATS, FloatFormat, get_format
 from verify.tolerance import ILL_CONDITIONED_ARGUMENT_ERROR
@@ -274,11 +275,11 @@ FAR_TAIL_MIN_OUTPUT = 64.0
 #: ``empty-batch`` (forced only): see EMPTY_BATCH; ``block-ends`` (forced only): see BLOCK_ENDS_MAX_KEYS;
 #: ``coincident-heads`` and ``coincident-heads-3d`` (forced only): see COINCIDENT_HEADS;
 #: ``underflow-v`` (forced only): see UNDERFLOW_V_SIGNS.
-ATTENTION_PROBES = ("empty-batch", "zero-scale", "single-key", "negative-scale", "near-ties", "underflow-v", "broadcast-mask",
-                    "coincident-mask", "coincident-heads", "coincident-heads-3d", "aligned-specials", "causal-offset", "wide-head",
-                    "wider-head", "score-floor", "absorption", "far-tail", "many-heads", "mid-keys", "block-ends",
-                    "mid-queries", "masked-lead", "masked-tail", "index-width", "grid-heads", "many-tiles",
-                    "wide-offsets")  # cheapest first
+ATTENTION_PROBES = ("empty-batch", "zero-scale", "single-key", "negative-scale", "near-ties", "underflow-v",
+                    "broadcast-mask", "coincident-mask", "coincident-heads", "coincident-heads-3d", "aligned-specials",
+                    "causal-offset", "wide-head", "wider-head", "score-floor", "absorption", "far-tail", "many-heads",
+                    "mid-keys", "block-ends", "mid-queries", "masked-lead", "masked-tail", "index-width", "grid-heads",
+                    "many-tiles", "wide-offsets")  # cheapest first
 #: The probes whose cases draw their tensors' layouts plainly (contiguous first); every other
 #: probe's simplest case takes the layouts ``layouts.probe_layout_order`` turns to by the probe's
 #: place in ATTENTION_PROBES (Q), one further (K) and two (V).  Kept plain: aligned-specials
