@@ -65,7 +65,8 @@ from strategies.lengths import (
     INDEX_WIDTH_LENGTHS,
     WIDE_OFFSET_ELEMENTS,
     draws_index_width,
-    full_tiles_length,
+    full_tiles_for,
+    full_tiles_lengths,
     grid_counts,
     index_width_length,
     index_width_lengths,
@@ -295,12 +296,14 @@ PLAIN_LAYOUT_PROBES = ("aligned-specials", "many-heads", "mid-keys", "mid-querie
 #: q[0] to learn a stride fails there, and drawn at random B is never 0 (a blind mutant that
 #: raised on B = 0 lived through every seed; eleventh red team, 2026-12-06).
 EMPTY_BATCH = 0
-#: The block-ends probe (forced only, where 17 keys or more are allowed): Nk the longest length
-#: up to BLOCK_ENDS_MAX_KEYS (within max_seq and the mid-keys probe's limit) that fills the last
-#: tile of the most tile widths (``lengths.full_tiles_length``: 3840, tiles of 16 to 192), up to
+#: The block-ends probe (forced only, where 17 keys or more are allowed): Nk a length up to
+#: BLOCK_ENDS_MAX_KEYS (within max_seq and the mid-keys probe's limit) that fills the last tile of
+#: many tile widths, one of ``lengths.full_tiles_lengths`` by the dtype (``full_tiles_for``:
+#: float16 3840, tiles of 16 to 128, 48, 80, 96, 160, 192 and 240; bfloat16 4032, tiles of 112,
+#: 144 and 224 too; float32 2288, 176 and 208), up to
 #: BLOCK_ENDS_QUERIES queries, one batch entry, Q = 1, K normal (spread BLOCK_ENDS_K_SPREAD)
 #: with every key at a block's edge (``values.block_end_keys``: 15, 16, 31, 32, ..., 2047, 2048,
-#: each full last tile's first key and the one before it, and the last key: 35 of 3840) lifted so
+#: each full last tile's first key and the one before it, and the last key: 37 of 3840) lifted so
 #: that its score exceeds the rest by ln(Nk) + 1 (together about nine tenths of the weight), V
 #: distinct at every position, the default scale, no mask, causal flag or special value.  A key
 #: lost or read twice at such an edge then moves the output by about a fortieth of V's spread,
@@ -1528,11 +1531,12 @@ def aligned_special_seqs(min_seq: int, max_seq: int) -> tuple[int, ...]:
     return _powers_of_two(max(min_seq, ALIGNED_SPECIAL_MIN_KEYS), max_seq, 0, 0)
 
 
-def block_ends_keys(min_keys: int, max_keys: int) -> int:
+def block_ends_keys(min_keys: int, max_keys: int, dtype: str) -> int:
     """The block-ends probe's key length where ``[min_keys, max_keys]`` are allowed (see
-    BLOCK_ENDS_MAX_KEYS): the most allowed where no length in range fills a tile."""
+    BLOCK_ENDS_MAX_KEYS) for ``dtype``'s cell: the most allowed where no length in range fills a
+    tile."""
     top = min(BLOCK_ENDS_MAX_KEYS, max_keys)
-    full = full_tiles_length(top)
+    full = full_tiles_for(full_tiles_lengths(top), dtype)
     return full if full >= min_keys else top
 
 
@@ -2000,7 +2004,7 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         heads_kv, group = (1, heads) if shared else (heads, 1)
     elif c.probe == "block-ends":
         # See BLOCK_ENDS_MAX_KEYS: few queries and heads against many keys, every tile full.
-        seq_k, decode = block_ends_keys(c.min_seq, max(c.max_seq, c.mid_keys_max)), False
+        seq_k, decode = block_ends_keys(c.min_seq, max(c.max_seq, c.mid_keys_max), fmt.name), False
         seq_q = max(c.min_seq, min(seq_q, BLOCK_ENDS_QUERIES))
         batch, heads_kv, group = 1, min(heads_kv, 2), min(group, 2)
         head_dim = _small_head_dim(head_dim, c.head_dims, MID_KEYS_MAX_HEAD_DIM)
@@ -2280,6 +2284,8 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
     if rare(draw, ZERO_RUN_ODDS):
         # See ZERO_RUN_ODDS: one of Q, K, V (V first: a zero block of V skipped as padding).
         which = draw(st.sampled_from(("v", "k", "q")))
+        if misread and mask is not None and which == "v":
+            which = "k"  # a V zero over a run of keys would hide which of them a misread mask lets in
         start, share = draw(st.sampled_from(ZERO_RUN_STARTS)), draw(st.sampled_from(ZERO_RUN_SHARES))
         base = {"q": q, "k": k, "v": v}[which]
         run = ValueRecipe("zero-run", scale=base.spread(), offset=base.offset, rate=start, gap=share)

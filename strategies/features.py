@@ -99,9 +99,13 @@ from verify.dtypes import FORMATS
 
 BLOCKS = (16, 32, 64, 128)
 #: Tile widths that are not powers of two: CUDA and PyTorch kernels tile by multiples of 16
-#: (48, 80, 96, 160, 192, as head-dim and key tiles do) and hand-written loops by round
-#: numbers (100).  A ragged tail is relative to the kernel's tile, whatever it is.
-ODD_TILES = (48, 80, 96, 100, 160, 192)
+#: (every one up to 240, as head-dim, query and key tiles do: FlashAttention's take 80, 112,
+#: 144, 176, 192, 224 for some head dims) and hand-written loops by round numbers (100).  A
+#: ragged tail, or a last tile filled exactly, is relative to the kernel's tile, whatever it is.
+#: Until 2026-12-08 the list stopped at 48, 80, 96, 100, 160 and 192, and blind mutants whose
+#: exact-fit path on tiles of 112 lost the last tile lived in 16 cells of 18 (softmax and
+#: attention, fifteenth red team).
+ODD_TILES = (48, 80, 96, 100, 112, 144, 160, 176, 192, 208, 224, 240)
 
 _DTYPE = tuple(f"dtype:{name}" for name in FORMATS)
 

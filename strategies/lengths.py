@@ -112,18 +112,36 @@ def common_multiples(lo: int, hi: int, blocks: tuple[int, ...] = TILE_WIDTHS) ->
 
 
 @lru_cache(maxsize=64)
-def full_tiles_length(limit: int, blocks: tuple[int, ...] = TILE_WIDTHS) -> int:
-    """The longest length in ``[1, limit]`` that is a multiple of the most of ``blocks``: a
-    kernel tiled by any of them ends on a full last tile, the exact-fit path whose last key or
+def full_tiles_lengths(limit: int, blocks: tuple[int, ...] = TILE_WIDTHS) -> tuple[int, ...]:
+    """Lengths in ``[1, limit]`` that between them fill the last tile of every one of ``blocks``
+    that fits (a greedy cover): first the longest that is a multiple of the most of them, then
+    the longest that fills the most of those left, and so on.  A kernel tiled by any of them
+    ends on a full last tile at one of these lengths: the exact-fit path, whose last key or
     entry a kernel can lose (a softmax in blocks of 80 that dropped the last entry of a row
     filling them, an attention dropping the last key where Nk is a multiple of 80: fourteenth
-    red team, 2026-12-07).  3840 fills tiles of 16, 32, 48, 64, 80, 96, 128, 160 and 192, 9600
-    all of ``TILE_WIDTHS``; ``limit`` itself where no block fits in it."""
+    red team, 2026-12-07; the same on tiles of 112: fifteenth, 2026-12-08).  (3840, 4032, 2288,
+    4000) for 4097: 3840 fills tiles of 16 to 128, 48, 80, 96, 160, 192 and 240, 4032 those of
+    112, 144 and 224 too, 2288 176 and 208, 4000 100.  (limit,) where no block fits in it."""
     check_positive_int(limit, "limit")
-    candidates = {m for b in blocks for m in range(b, limit + 1, b)}
-    if not candidates:
-        return limit
-    return max(candidates, key=lambda m: (sum(m % b == 0 for b in blocks), m))
+    left = {b for b in blocks if b <= limit}
+    found: list[int] = []
+    while left:
+        candidates = {m for b in left for m in range(b, limit + 1, b)}
+        best = max(candidates, key=lambda m: (sum(m % b == 0 for b in left), m))
+        found.append(best)
+        left = {b for b in left if best % b}
+    return tuple(found) or (limit,)
+
+
+#: The order in which the dtypes' cells take ``full_tiles_lengths``: each cell of a target tries
+#: one length (a probe's simplest case), and three dtypes between them try three.
+FULL_TILES_DTYPES = ("float16", "bfloat16", "float32", "float64")
+
+
+def full_tiles_for(found: tuple[int, ...], dtype: str) -> int:
+    """The one of ``found`` (``full_tiles_lengths``) that ``dtype``'s cell tries."""
+    at = FULL_TILES_DTYPES.index(dtype) if dtype in FULL_TILES_DTYPES else 0
+    return found[at % len(found)]
 
 
 def _fills_several(m: int, blocks: tuple[int, ...] = TILE_WIDTHS) -> bool:

@@ -54,7 +54,8 @@ from strategies.lengths import (
     GRID_AXIS_LIMIT,
     WIDE_OFFSET_ELEMENTS,
     draws_index_width,
-    full_tiles_length,
+    full_tiles_for,
+    full_tiles_lengths,
     grid_counts,
     index_width_length,
     index_width_lengths,
@@ -236,8 +237,10 @@ MASKED_LONG_SHIFTS = 2
 #: the probes sized by the target's speed or memory, or laid out by the engine.
 PLAIN_LAYOUT_PROBES = ("aligned-specials", "many-rows", "long-row", "index-width", "grid-rows", "wide-offsets")
 #: The block-ends probe (forced only, where long rows are allowed), the attention probe's twin:
-#: two rows of the longest long-row length that fills the last tile of the most tile widths
-#: (``lengths.full_tiles_length``: 9600 on the CPU, every width of ``lengths.TILE_WIDTHS``), no
+#: two rows of a long-row length that fills the last tile of many tile widths, one of
+#: ``lengths.full_tiles_lengths`` by the dtype (``lengths.full_tiles_for``; on the CPU float16
+#: 13440, tiles of 16 to 128, 48, 80, 96, 112, 160, 192, 224 and 240; bfloat16 and float32 the
+#: rest of ``lengths.TILE_WIDTHS``), no
 #: mask, no special value, every entry at a block's edge (``values.block_end_keys``: 15, 16, 31,
 #: 32, ..., 8191, 8192, each full last tile's first entry and the one before it, and the last
 #: entry: 41 on the CPU) lifted over the row's maximum to near-equal shares
@@ -774,10 +777,11 @@ def aligned_special_lengths(min_length: int, max_length: int) -> tuple[int, ...]
     return _powers_of_two(max(min_length, ALIGNED_SPECIAL_MIN_LENGTH), max_length, 0, 0)
 
 
-def block_ends_length(min_length: int, max_length: int) -> int:
-    """The block-ends probe's row length where ``[min_length, max_length]`` is the long rows'
-    range (see BLOCK_ENDS_GAP_NATS): the longest allowed where none in range fills a tile."""
-    full = full_tiles_length(max_length)
+def block_ends_length(min_length: int, max_length: int, dtype: str) -> int:
+    """The block-ends probe's row length for ``dtype``'s cell where ``[min_length, max_length]``
+    is the long rows' range (see BLOCK_ENDS_GAP_NATS): the longest allowed where none in range
+    fills a tile."""
+    full = full_tiles_for(full_tiles_lengths(max_length), dtype)
     return full if full >= min_length else max_length
 
 
@@ -972,7 +976,7 @@ def _softmax_cases(draw: st.DrawFn, c: _SoftmaxConfig) -> SoftmaxCase:
         elif forced in ("edge-spike", "masked-long"):
             length, rows, batch, heads = c.long_range[1], 2, 0, 0
         elif forced == "block-ends":
-            length, rows, batch, heads = block_ends_length(*c.long_range), 2, 0, 0
+            length, rows, batch, heads = block_ends_length(*c.long_range, fmt.name), 2, 0, 0
         elif forced == "floor-row":
             length, rows, batch, heads = floor_row_length(c.min_length, c.max_length), min(2, c.max_rows), 0, 0
         elif forced == "spread-ladder":

@@ -30,7 +30,7 @@ from strategies import (
 from strategies import attention as A
 from strategies import softmax as S
 from strategies.features import ATTENTION_LAYOUTS, SOFTMAX_LAYOUTS
-from strategies.lengths import GRID_AXIS_LIMIT, GRID_COUNTS, INDEX_WIDTH_LENGTHS
+from strategies.lengths import GRID_AXIS_LIMIT, GRID_COUNTS, INDEX_WIDTH_LENGTHS, full_tiles_lengths
 from strategies.values import block_end_keys
 from verify import search
 from verify.capabilities import Capabilities
@@ -70,7 +70,7 @@ def _softmax_probe_holds(probe: str, case) -> bool:
                              and total_rows == min(MAX_ROWS, S.ALIGNED_SPECIAL_ROWS)
                              and {sp.kind for sp in s.specials} <= {"nan", "+inf"}
                              and (s.specials[0].kind, s.specials[0].index[0]) == ("nan", 0)),
-        "block-ends": (s.length == 9600 and total_rows == 2 and not s.specials and s.mask.kind == "none"
+        "block-ends": (s.length in full_tiles_lengths(16385) and total_rows == 2 and not s.specials and s.mask.kind == "none"
                        and [(r.kind, r.count) for r in s.recipes] == [("dominant", 3), ("dominant", 3)]),
         "masked-long": (s.length == 16385 and total_rows == 2 and not s.specials
                         and s.mask.kind in ("leading-block", "key-padding")),
@@ -92,7 +92,7 @@ def _attention_probe_holds(probe: str, case) -> bool:
                                 and s.seq_k >= min(MAX_SEQ, 16) and s.mask_layout != "expanded"),
         "block-ends": (s.k.kind == "key-spike" and s.k.count == 5 and s.q.kind == "constant" and s.mask is None
                        and not s.causal and not s.specials and s.batch == 1
-                       and s.seq_k == 3840),  # fills tiles of 16 to 192
+                       and s.seq_k in full_tiles_lengths(4097)),  # 3840, 4032, 2288: see the dtype's below
         "aligned-specials": (s.seq_q == s.seq_k >= 16 and s.seq_k & (s.seq_k - 1) == 0
                              and s.batch == 1 and s.heads_q == s.heads_kv == 3
                              and s.mask is None and not s.causal
@@ -296,11 +296,12 @@ def test_the_simplest_case_of_a_forced_probe_is_its_strongest() -> None:
     spike = find(softmax_cases(probe="edge-spike"), lambda c: True, **first).spec  # float32 first: 112 nats
     assert [(r.kind, r.count, r.gap) for r in spike.recipes] == [("dominant", 1, 112.0), ("dominant", 2, 112.0)]
     ends = find(softmax_cases(probe="block-ends"), lambda c: True, **first)
-    assert [r.gap for r in ends.spec.recipes] == [math.log(9600) + S.BLOCK_ENDS_GAP_NATS, 112.0]
+    assert ends.spec.length == 14400  # float32's: fills tiles of 16 to 64, 48, 80, 96, 100, 144, 160, 192, 240
+    assert [r.gap for r in ends.spec.recipes] == [math.log(14400) + S.BLOCK_ENDS_GAP_NATS, 112.0]
     weights = torch.softmax(ends.build().double(), -1)
-    edges = list(block_end_keys(9600))  # 15, 16, ..., 8191, 8192; 9599 and each full last tile's first and the one before
-    assert len(edges) == 41 and (weights[0, edges].sum() > 0.99).item() and (weights[1, edges].sum() > 1 - 1e-12).item()
-    assert (weights[:, edges].min() > 0.5 / 41).item()  # every edge near an equal share
+    edges = list(block_end_keys(14400))  # 15, 16, ..., 8191, 8192; 14399 and each full last tile's first and the one before
+    assert len(edges) == 43 and (weights[0, edges].sum() > 0.99).item() and (weights[1, edges].sum() > 1 - 1e-12).item()
+    assert (weights[:, edges].min() > 0.5 / 43).item()  # every edge near an equal share
     masked = find(softmax_cases(probe="masked-long"), lambda c: True, **first).spec
     assert masked.mask.kind == "leading-block" and masked.mask.block == masked.length - masked.length // 4
     assert masked.recipes[0].offset == -2 * 112.0  # live entries far below 0: a stand-in maximum of 0 outweighs them
@@ -648,25 +649,32 @@ def _full_last_tile_drops_its_last_key(q, k, v, *, scale, causal=False, mask=Non
     return naive_attention(q, k, v, scale=scale, causal=causal, mask=mask, compute_dtype=torch.float64).to(q.dtype)
 
 
-@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
-@pytest.mark.parametrize("width", [48, 80, 192])
-def test_the_block_ends_probe_fills_every_tilings_last_tile_and_weighs_its_last_key(dtype: str, width: int) -> None:
+def test_the_block_ends_probes_of_three_dtypes_fill_the_last_tile_of_every_width_and_weigh_its_last_key() -> None:
     """Nk was 2049 (a ragged tail for every tiling) until 2026-12-08, and a blind mutant that
     dropped the last key where Nk is a multiple of 80 lived through 3 cells of 9 (fourteenth red
-    team, 2026-12-07); at 3840 keys the last one holds about a fortieth of the weight: 5.7 times the
-    tolerance in bfloat16 (CPU, 2026-12-08)."""
-    case = find(attention_cases(dtypes=(dtype,), max_seq=MAX_SEQ, probe="block-ends"), lambda c: True,
-                settings=settings(max_examples=1, phases=[Phase.generate], **_QUIET))
-    built = case.build()
-    target = get_target("ref-naive-attention")
-    mutant = dataclasses.replace(target, name=f"full-tile-{width}-drops-last-key",
-                                 fn=lambda q, k, v, **kw: _full_last_tile_drops_its_last_key(q, k, v, width=width, **kw))
-    kw = dict(scale=built.scale, causal=built.causal, mask=built.mask, compare_naive=False)
+    team, 2026-12-07), one on tiles of 112 in 7 of 9 (fifteenth).  Each dtype's cell now tries
+    one of lengths.full_tiles_lengths (float16 3840, bfloat16 4032, float32 2288): between them
+    they fill every tile width the suite knows, and where one fills a kernel's tiles the last key
+    holds about a fortieth of the weight (5.7 times the tolerance in bfloat16 at 3840, CPU)."""
+    from strategies.lengths import TILE_WIDTHS
     from verify import engine
 
-    assert built.k.shape[-2] == 3840 and engine.check_attention_input(target, built.q, built.k, built.v, **kw).evaluation.ok
-    found = engine.check_attention_input(mutant, built.q, built.k, built.v, **kw).evaluation
-    assert [v.kind for v in found.violations] == ["accuracy"] and found.max_ratio > 3, found.max_ratio  # 5.7 in bfloat16
+    target = get_target("ref-naive-attention")
+    caught: set[int] = set()
+    for dtype in ("float16", "bfloat16", "float32"):
+        case = find(attention_cases(dtypes=(dtype,), max_seq=MAX_SEQ, probe="block-ends"), lambda c: True,
+                    settings=settings(max_examples=1, phases=[Phase.generate], **_QUIET))
+        built = case.build()
+        kw = dict(scale=built.scale, causal=built.causal, mask=built.mask, compare_naive=False)
+        assert engine.check_attention_input(target, built.q, built.k, built.v, **kw).evaluation.ok
+        for width in (w for w in TILE_WIDTHS if built.k.shape[-2] % w == 0):
+            mutant = dataclasses.replace(target, name=f"full-tile-{width}-drops-last-key",
+                                         fn=lambda q, k, v, w=width, **a: _full_last_tile_drops_its_last_key(
+                                             q, k, v, width=w, **a))
+            found = engine.check_attention_input(mutant, built.q, built.k, built.v, **kw).evaluation
+            assert [v.kind for v in found.violations] == ["accuracy"] and found.max_ratio > 3, (dtype, width)
+            caught.add(width)
+    assert caught == set(TILE_WIDTHS) - {100}, sorted(set(TILE_WIDTHS) - caught)  # 100: float64's 4000
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])

@@ -689,22 +689,27 @@ def _full_last_tile_loses_its_last_entry(x: torch.Tensor, width: int = 80) -> to
     return torch.softmax(kept, -1).to(x.dtype)
 
 
-@pytest.mark.parametrize("dtype", LOW)
-@pytest.mark.parametrize("width", [80, 100])
-def test_the_block_ends_probe_fills_every_tilings_last_tile_and_weighs_its_last_entry(dtype: str, width: int) -> None:
+def test_the_block_ends_probes_of_three_dtypes_fill_the_last_tile_of_every_width() -> None:
     # Its rows were 16385 entries long (a ragged tail for every tiling) until 2026-12-08, and a
     # blind mutant in blocks of 80 that lost the last entry of a row filling them lived through
-    # 3 cells of 9 (fourteenth red team, 2026-12-07).
+    # 3 cells of 9 (fourteenth red team, 2026-12-07), one in blocks of 112 through 9 of 9
+    # (fifteenth).  Each dtype's cell tries one of lengths.full_tiles_lengths (float16 13440,
+    # bfloat16 16016, float32 14400 on the CPU): between them every tile width the suite knows.
     from kernels.registry import Target, get_target
+    from strategies.lengths import TILE_WIDTHS
     from verify import engine
 
-    case = find(softmax_cases(dtypes=(dtype,), probe="block-ends"), lambda c: True, settings=settings(**_QUIET))
-    assert case.spec.length == 9600  # a multiple of every tile width the suite knows
-    x = case.build()
     exact = get_target("torch.softmax")
-    assert engine.check_softmax_input(exact, x, compare_naive=False).evaluation.ok
-    mutant = Target(name=f"full-tile-{width}-drops-last", op="softmax", caps=exact.caps, kind="mutant",
-                    fn=lambda t: _full_last_tile_loses_its_last_entry(t, width),
-                    description=f"a row that fills its blocks of {width} loses its last entry")
-    found = engine.check_softmax_input(mutant, x, compare_naive=False).evaluation
-    assert not found.ok and found.max_ratio > 10, (found.max_ratio, case.describe())
+    caught: set[int] = set()
+    for dtype in LOW:
+        case = find(softmax_cases(dtypes=(dtype,), probe="block-ends"), lambda c: True, settings=settings(**_QUIET))
+        x = case.build()
+        assert engine.check_softmax_input(exact, x, compare_naive=False).evaluation.ok
+        for width in (w for w in TILE_WIDTHS if case.spec.length % w == 0 and w not in caught):
+            mutant = Target(name=f"full-tile-{width}-drops-last", op="softmax", caps=exact.caps, kind="mutant",
+                            fn=lambda t, w=width: _full_last_tile_loses_its_last_entry(t, w),
+                            description=f"a row that fills its blocks of {width} loses its last entry")
+            found = engine.check_softmax_input(mutant, x, compare_naive=False).evaluation
+            assert not found.ok and found.max_ratio > 10, (dtype, width, found.max_ratio)
+            caught.add(width)
+    assert caught == set(TILE_WIDTHS), sorted(set(TILE_WIDTHS) - caught)
