@@ -275,9 +275,10 @@ FAR_TAIL_MIN_OUTPUT = 64.0
 #: WIDE_HEAD_PROBE_KEYS; ``coincident-mask`` (forced only): see COINCIDENT_MASK_KEYS;
 #: ``empty-batch`` (forced only): see EMPTY_BATCH; ``block-ends`` (forced only): see BLOCK_ENDS_MAX_KEYS;
 #: ``coincident-heads`` and ``coincident-heads-3d`` (forced only): see COINCIDENT_HEADS;
-#: ``underflow-v`` (forced only): see UNDERFLOW_V_SIGNS.
+#: ``underflow-v`` (forced only): see UNDERFLOW_V_SIGNS; ``nan-underflow`` (forced only): see
+#: NAN_UNDERFLOW_GAP.
 ATTENTION_PROBES = ("empty-batch", "zero-scale", "single-key", "negative-scale", "near-ties", "underflow-v",
-                    "broadcast-mask", "coincident-mask", "coincident-heads", "coincident-heads-3d", "aligned-specials",
+                    "nan-underflow", "broadcast-mask", "coincident-mask", "coincident-heads", "coincident-heads-3d", "aligned-specials",
                     "causal-offset", "wide-head", "wider-head", "score-floor", "absorption", "far-tail", "many-heads",
                     "mid-keys", "block-ends", "mid-queries", "masked-lead", "masked-tail", "index-width", "grid-heads",
                     "many-tiles", "wide-offsets")  # cheapest first
@@ -363,6 +364,19 @@ UNDERFLOW_V_SIGNS = ("positive", "mixed", "negative")
 #: one-key shortcut.
 UNDERFLOW_V_KEYS = 67
 UNDERFLOW_V_QUERIES = 17
+#: The nan-underflow probe (forced only, where the target takes NaN): at least NAN_UNDERFLOW_KEYS
+#: keys (within max_seq), Q = 1, K = 0 but for the first key of each head, whose score is
+#: NAN_UNDERFLOW_GAP nats above every other (their weights e^-300 underflow to exactly 0 in
+#: every compute format but float64), V normal with a NaN at the last key of the first K/V head,
+#: the default scale, no mask or causal flag.  The key is visible and its weight, however small,
+#: is not 0: the output's column 0 in every query head that reads that K/V head is NaN (and a
+#: kernel computing P V in IEEE arithmetic gets 0 x NaN = NaN).  A kernel that skips a block
+#: whose weights all underflowed (a "P is all zero" shortcut, a block-sparse skip of blocks far
+#: below the running maximum) loses it.  Drawn at random, a NaN sits where weights underflow
+#: almost never, and such a blind mutant lived through 9 cells of 9 (fifteenth red team,
+#: 2026-12-08).
+NAN_UNDERFLOW_GAP = 300.0
+NAN_UNDERFLOW_KEYS = 131
 #: The broadcast-mask probe (forced only, where the target takes a boolean mask): a random mask
 #: (density 1/2) broadcast over the keys, (..., Nq, 1), where the target takes one, else over the
 #: queries, (..., 1, Nk), on square lengths of at least BROADCAST_MASK_SEQ (within max_seq), no
@@ -1134,6 +1148,7 @@ class _AttentionConfig:
                                    "head dims, lengths and pair limit allow no block that repeats past 2**31")
         if not self.special_values:
             out["single-key"] = "special_values=False (caps take no NaN)"
+            out["nan-underflow"] = out["single-key"]
             out["aligned-specials"] = "special_values=False (caps take no NaN)"
         elif not aligned_special_seqs(self.min_seq, self.max_seq):
             out["aligned-specials"] = (f"no power of two of {ALIGNED_SPECIAL_MIN_KEYS} or more within "
@@ -2100,6 +2115,8 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         batch, heads_kv, group = 1, min(ALIGNED_SPECIAL_HEADS, c.max_heads), 1
         heads_q = heads_kv
         head_dim = _small_head_dim(head_dim, c.head_dims, MID_KEYS_MAX_HEAD_DIM)
+    if c.probe == "nan-underflow":
+        seq_k = max(seq_k, min(c.max_seq, NAN_UNDERFLOW_KEYS))
     if c.probe == "underflow-v":
         seq_k = max(seq_k, min(c.max_seq, UNDERFLOW_V_KEYS))
         seq_q = max(seq_q, min(c.max_seq, UNDERFLOW_V_QUERIES))
@@ -2344,6 +2361,14 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
                     + ((SpecialSpec("nan", "k", (0, heads_kv - 1, 0, 0)),) if heads_kv >= 2 else ()))
     if c.probe in ("block-ends", "underflow-v"):
         specials = ()
+    if c.probe == "nan-underflow":
+        # See NAN_UNDERFLOW_GAP: drawn as usual, then replaced (the same choices).
+        scale, causal, mask, mask_shape, mask_layout = None, False, None, "qk", "contiguous"
+        q = ValueRecipe("constant", offset=1.0)
+        k = ValueRecipe("key-spike", scale=0.0, gap=float(f"{NAN_UNDERFLOW_GAP / math.sqrt(head_dim):.4g}"),
+                        count=KEY_SPIKE_AT.index("first"))
+        v = ValueRecipe("normal", scale=1.0)
+        specials = (SpecialSpec("nan", "v", (0, 0, seq_k - 1, 0)),)
     if c.probe == "aligned-specials":
         scale, causal, mask, mask_shape, mask_layout = None, False, None, "qk", "contiguous"
         q = k = v = ValueRecipe("normal", scale=1.0)

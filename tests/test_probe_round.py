@@ -112,6 +112,9 @@ def _attention_probe_holds(probe: str, case) -> bool:
         "near-ties": (s.k.kind == "key-ties" and s.k.gap in A.NEAR_TIES_JITTERS and not s.causal
                       and s.q.kind == s.v.kind == "normal" and s.seq_k >= min(MAX_SEQ, A.NEAR_TIES_KEYS)
                       and min(A.NEAR_TIES_MIN_QUERIES, MAX_SEQ) <= s.seq_q <= A.NEAR_TIES_MAX_QUERIES),
+        "nan-underflow": (s.k.kind == "key-spike" and s.k.count == 0 and s.q.kind == "constant" and s.mask is None
+                          and not s.causal and s.seq_k >= min(MAX_SEQ, A.NAN_UNDERFLOW_KEYS)
+                          and [(sp.kind, sp.tensor, sp.index) for sp in s.specials] == [("nan", "v", (0, 0, s.seq_k - 1, 0))]),
         "underflow-v": (s.v.kind == "near-underflow" and s.v.scale == get_format(s.dtype).smallest_normal
                         and not s.specials and s.seq_k >= min(MAX_SEQ, A.UNDERFLOW_V_KEYS)
                         and s.seq_q >= min(MAX_SEQ, A.UNDERFLOW_V_QUERIES)),
@@ -357,12 +360,13 @@ def test_which_probes_the_arguments_allow_and_clear_errors_otherwise() -> None:
     assert "mixed-row" not in softmax_probes(caps=Capabilities(max_length=S.MIXED_MIN_LENGTH - 1))
     assert "mixed-row" in softmax_probes(caps=Capabilities(max_length=S.MIXED_MIN_LENGTH))
     assert attention_probes(probes=False, index_widths=False) == ("empty-batch", "zero-scale", "single-key", "negative-scale", "near-ties",
-                                                                  "underflow-v", "broadcast-mask", "coincident-mask", "coincident-heads", "coincident-heads-3d",
+                                                                  "underflow-v", "nan-underflow", "broadcast-mask", "coincident-mask", "coincident-heads", "coincident-heads-3d",
                                                                   "aligned-specials", "causal-offset", "wide-head", "wider-head",
                                                                   "score-floor",
                                                                   "block-ends", "masked-lead", "masked-tail")  # not sizes
     assert "masked-lead" not in attention_probes(caps=Capabilities(bool_mask=False))
     assert "single-key" not in attention_probes(caps=Capabilities(special_values=False))
+    assert "nan-underflow" not in attention_probes(caps=Capabilities(special_values=False))
     assert "empty-batch" not in attention_probes(caps=Capabilities(empty_inputs=False))
     assert "no-rows" not in softmax_probes(caps=Capabilities(empty_inputs=False))
     assert "wide-head" not in attention_probes(caps=Capabilities(head_dim_max=128))
@@ -380,7 +384,7 @@ def test_which_probes_the_arguments_allow_and_clear_errors_otherwise() -> None:
     assert "aligned-specials" not in attention_probes(caps=Capabilities(special_values=False))
     assert "aligned-specials" not in softmax_probes(caps=Capabilities(max_length=31))
     assert "aligned-specials" not in softmax_probes(special_values=False)
-    assert attention_probes(max_seq=8) == ("empty-batch", "zero-scale", "single-key", "negative-scale", "near-ties", "underflow-v", "broadcast-mask",
+    assert attention_probes(max_seq=8) == ("empty-batch", "zero-scale", "single-key", "negative-scale", "near-ties", "underflow-v", "nan-underflow", "broadcast-mask",
                                            "coincident-mask", "coincident-heads", "coincident-heads-3d", "causal-offset", "wide-head", "wider-head", "score-floor", "many-heads",
                                            "mid-keys", "block-ends", "mid-queries", "masked-lead", "masked-tail",
                                            "index-width")  # absorption: 17 keys
@@ -509,7 +513,7 @@ def test_an_attention_campaign_cell_tries_the_probes_in_its_first_chunk_too(monk
         run_cell(target, "float32", base, budget_s=600.0, seed=1,
                  max_examples=2 * search.probe_round_examples(target, "float32", base), observe=False)
     args = search._strategy_args(target, "float32", base)
-    for probe in ("empty-batch", "zero-scale", "single-key", "negative-scale", "near-ties", "underflow-v", "broadcast-mask",
+    for probe in ("empty-batch", "zero-scale", "single-key", "negative-scale", "near-ties", "underflow-v", "nan-underflow", "broadcast-mask",
                   "coincident-mask", "coincident-heads", "coincident-heads-3d", "aligned-specials", "causal-offset", "wide-head", "wider-head",
                   "score-floor", "masked-tail"):
         simplest = find(attention_cases(**args, probe=probe), lambda c: True, settings=first)
@@ -675,6 +679,38 @@ def test_the_block_ends_probes_of_three_dtypes_fill_the_last_tile_of_every_width
             assert [v.kind for v in found.violations] == ["accuracy"] and found.max_ratio > 3, (dtype, width)
             caught.add(width)
     assert caught == set(TILE_WIDTHS) - {100}, sorted(set(TILE_WIDTHS) - caught)  # 100: float64's 4000
+
+
+def _skips_blocks_whose_weights_underflowed(q, k, v, *, scale, causal=False, mask=None, block=64):
+    """Attention that skips a (batch, head)'s block of keys where every query's float32 weight
+    exp(s - m) is 0 (a "P is all zero" shortcut): a NaN in V there is lost."""
+    from kernels.reference import naive_attention
+
+    g = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(g, 1), v.repeat_interleave(g, 1)
+    s = (q.float() @ k.float().transpose(-1, -2)) * scale
+    p = torch.exp(s - s.amax(-1, keepdim=True))
+    for j in range(0, k.shape[-2], block):
+        dead = (p[..., j:j + block] == 0).all(-1).all(-1)  # (B, Hq)
+        v = v.clone()
+        v[..., j:j + block, :] = v[..., j:j + block, :].masked_fill(dead[..., None, None], 0.0)
+    return naive_attention(q, k, v, scale=scale, causal=causal, mask=mask, compute_dtype=torch.float64).to(q.dtype)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+def test_the_nan_underflow_probe_catches_a_kernel_that_skips_blocks_of_zero_weights(dtype: str) -> None:
+    """Fifteenth red team (2026-12-08): such a kernel lived through 9 cells of 9."""
+    case = find(attention_cases(dtypes=(dtype,), max_seq=MAX_SEQ, probe="nan-underflow"), lambda c: True,
+                settings=settings(max_examples=1, phases=[Phase.generate], **_QUIET))
+    built = case.build()
+    kw = dict(scale=built.scale, causal=built.causal, mask=built.mask, compare_naive=False)
+    from verify import engine
+
+    target = get_target("ref-naive-attention")
+    assert engine.check_attention_input(target, built.q, built.k, built.v, **kw).evaluation.ok
+    mutant = dataclasses.replace(target, name="skips-zero-weight-blocks", fn=_skips_blocks_whose_weights_underflowed)
+    found = engine.check_attention_input(mutant, built.q, built.k, built.v, **kw).evaluation
+    assert [v.kind for v in found.violations] == ["nan-propagation"], found.violations
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
