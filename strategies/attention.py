@@ -595,8 +595,12 @@ WIDE_MASK_SHAPES = ("qk", "11qk", "1qk", "q1")
 #: tiles of 128 more than the H200's 132; no rung's count of 64-query tiles divides 132, so the
 #: items a program of a persistent grid of 132 takes are not all the same tile of their pairs.
 #: The lengths fill their last tile (640, 1024, 4096) or leave it ragged; each rung is about four
-#: times the work of the one before at most.  The first rung's length is the least the probe draws.
-TILES_RUNGS = ((260, 48), (640, 32), (1024, 24), (2113, 12), (3000, 8), (4096, 8))
+#: times the work of the one before at most.  The first rung's length is the least the probe draws:
+#: 258, two past a multiple of every power-of-two tile, so that the last query tile, of two rows,
+#: sits against a last key block of two keys on the diagonal (until 2026-12-08, 260: a blind
+#: kernel whose "block wholly visible" test was off by one there, showing at Nk = 64k + 2, lived
+#: in 7 cells of 9, fifteenth red team).
+TILES_RUNGS = ((258, 48), (640, 32), (1024, 24), (2113, 12), (3000, 8), (4096, 8))
 TILES_MIN_SEQ = TILES_RUNGS[0][0]
 TILES_MAX_HEAD_DIM = 64
 #: The tile the many-tiles feature counts in, and the SMs it counts past (the H200's).

@@ -142,7 +142,7 @@ def test_gpu_attention_is_right_past_2_31_elements(name: str) -> None:
 
 @pytest.mark.parametrize("name", ["triton-attention", "triton-attention-tf32", "ref-blocked-attention"])
 def test_gpu_attention_many_tiles_first_rung(name: str) -> None:
-    """The many-tiles probe's first rung (TILES_RUNGS: 260 queries and keys over 48 pairs, more
+    """The many-tiles probe's first rung (TILES_RUNGS: 258 queries and keys over 48 pairs, more
     query tiles than the SMs) in every dtype but float64, with no budget: two cases a dtype (the
     probe's simplest, causal and square, then one drawn), each within the contract."""
     from hypothesis import Phase, find, settings

@@ -340,7 +340,7 @@ def test_which_probes_the_arguments_allow_and_clear_errors_otherwise() -> None:
     assert attention_probes(caps=Capabilities(max_length=A.TILES_MIN_SEQ - 1), tiles_seq=4096)[-1] != "many-tiles"
     with pytest.raises(InvalidArgument, match=r"tiles_seq must be a non-negative int \(0: no many-tiles probe\)"):
         attention_cases(tiles_seq=-1)
-    with pytest.raises(InvalidArgument, match=r"tiles_seq \(within caps.max_length\) below 260"):
+    with pytest.raises(InvalidArgument, match=r"tiles_seq \(within caps.max_length\) below 258"):
         attention_cases(probe="many-tiles")
     assert softmax_probes(elementwise=True) == ()
     assert softmax_probes(caps=Capabilities(max_length=1000), max_length=300) == (
@@ -640,6 +640,23 @@ def test_the_zero_scale_probe_catches_a_kernel_that_skips_zero_value_blocks(bloc
     assert [v.kind for v in found.violations] == ["accuracy"]
 
 
+def _first_probe_case_verdict(probe: str, dtype: str, wrong, max_seq: int = MAX_SEQ):
+    """The first case of an attention ``probe`` in ``dtype`` (what the probe round tries), the
+    reference's verdict on it asserted clean, and ``wrong``'s (a target or an attention
+    function, checked with the reference's caps): (case, built inputs, its evaluation)."""
+    from verify import engine
+
+    case = find(attention_cases(dtypes=(dtype,), max_seq=max_seq, probe=probe), lambda c: True,
+                settings=settings(max_examples=1, phases=[Phase.generate], **_QUIET))
+    built = case.build()
+    target = get_target("ref-naive-attention")
+    if not hasattr(wrong, "caps"):
+        wrong = dataclasses.replace(target, name=f"wrong-on-{probe}", kind="mutant", fn=wrong)
+    kw = dict(scale=built.scale, causal=built.causal, mask=built.mask, compare_naive=False)
+    assert engine.check_attention_input(target, built.q, built.k, built.v, **kw).evaluation.ok, case.describe()
+    return case, built, engine.check_attention_input(wrong, built.q, built.k, built.v, **kw).evaluation
+
+
 def _full_last_tile_drops_its_last_key(q, k, v, *, scale, causal=False, mask=None, width=80):
     """Attention that leaves the last key out where Nk fills its last tile of ``width`` keys (the
     exact-fit path, no ragged tail), right otherwise."""
@@ -700,16 +717,7 @@ def _skips_blocks_whose_weights_underflowed(q, k, v, *, scale, causal=False, mas
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
 def test_the_nan_underflow_probe_catches_a_kernel_that_skips_blocks_of_zero_weights(dtype: str) -> None:
     """Fifteenth red team (2026-12-08): such a kernel lived through 9 cells of 9."""
-    case = find(attention_cases(dtypes=(dtype,), max_seq=MAX_SEQ, probe="nan-underflow"), lambda c: True,
-                settings=settings(max_examples=1, phases=[Phase.generate], **_QUIET))
-    built = case.build()
-    kw = dict(scale=built.scale, causal=built.causal, mask=built.mask, compare_naive=False)
-    from verify import engine
-
-    target = get_target("ref-naive-attention")
-    assert engine.check_attention_input(target, built.q, built.k, built.v, **kw).evaluation.ok
-    mutant = dataclasses.replace(target, name="skips-zero-weight-blocks", fn=_skips_blocks_whose_weights_underflowed)
-    found = engine.check_attention_input(mutant, built.q, built.k, built.v, **kw).evaluation
+    _, _, found = _first_probe_case_verdict("nan-underflow", dtype, _skips_blocks_whose_weights_underflowed)
     assert [v.kind for v in found.violations] == ["nan-propagation"], found.violations
 
 
@@ -718,17 +726,9 @@ def test_the_underflow_v_probe_catches_a_kernel_that_flushes_vs_subnormals(dtype
     """Drawn at random, V near underflow came in 26 of 600 float16 cases, and the mutant lived
     through a main job's 76 examples (seed 20261256, 2026-12-08); the probe's first case catches
     it in every dtype, and the reference passes it."""
-    case = find(attention_cases(dtypes=(dtype,), max_seq=MAX_SEQ, probe="underflow-v"), lambda c: True,
-                settings=settings(max_examples=1, phases=[Phase.generate], **_QUIET))
-    built = case.build()
+    _, built, found = _first_probe_case_verdict("underflow-v", dtype, get_target("attention-subnormal-v-flushed"))
     tiny = get_format(dtype).smallest_normal
     assert built.v.abs().max() <= tiny and ((built.v < tiny).float().mean() > 0.8) and (built.v > 0).all()
-    kw = dict(scale=built.scale, causal=built.causal, mask=built.mask, compare_naive=False)
-    from verify import engine
-
-    assert engine.check_attention_input(get_target("ref-naive-attention"), built.q, built.k, built.v, **kw).evaluation.ok
-    found = engine.check_attention_input(get_target("attention-subnormal-v-flushed"), built.q, built.k, built.v,
-                                         **kw).evaluation
     assert [v.kind for v in found.violations] == ["accuracy"], found.violations
 
 
@@ -916,17 +916,8 @@ def _leading_mask_dim_read_as_batch(q, k, v, *, scale, causal=False, mask=None):
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
 def test_the_coincident_heads_3d_probe_catches_a_3d_mask_read_by_batch(dtype: str) -> None:
-    case = find(attention_cases(dtypes=(dtype,), max_seq=MAX_SEQ, probe="coincident-heads-3d"), lambda c: True,
-                settings=settings(max_examples=1, phases=[Phase.generate], **_QUIET))
-    built = case.build()
-    target = get_target("ref-naive-attention")
-    mutant = dataclasses.replace(target, name="3d-mask-by-batch", fn=_leading_mask_dim_read_as_batch)
-    kw = dict(scale=built.scale, causal=built.causal, mask=built.mask, compare_naive=False)
-    from verify import engine
-
-    assert built.mask.dim() == 3 and engine.check_attention_input(target, built.q, built.k, built.v, **kw).evaluation.ok
-    found = engine.check_attention_input(mutant, built.q, built.k, built.v, **kw).evaluation
-    assert [v.kind for v in found.violations] == ["accuracy"], case.describe()
+    case, built, found = _first_probe_case_verdict("coincident-heads-3d", dtype, _leading_mask_dim_read_as_batch)
+    assert built.mask.dim() == 3 and [v.kind for v in found.violations] == ["accuracy"], case.describe()
 
 
 @pytest.mark.parametrize(("probe", "shape"), [("coincident-heads", "bhqk"), ("coincident-heads-3d", "hqk")])

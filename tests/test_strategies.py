@@ -111,7 +111,7 @@ _FORCED_ONLY = {"rows:grid": dict(probe="grid-rows", grid_rows=65536),
                 "offsets:wide": dict(probe="wide-offsets", wide_offsets=True),
                 "offsets:float-exact": dict(probe="wide-offsets", wide_offsets=True, wide_elements=2**24),
                 "attn:grid-heads": dict(probe="grid-heads", grid_pairs=65536),
-                "attn:many-tiles": dict(probe="many-tiles", tiles_seq=260),
+                "attn:many-tiles": dict(probe="many-tiles", tiles_seq=258),
                 "values:narrow": dict(probe="narrow-values"),
                 "values:spread-ladder": dict(probe="spread-ladder")}
 
