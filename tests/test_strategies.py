@@ -1136,8 +1136,9 @@ def test_kv_packed_k_and_v_share_one_buffer_and_hold_the_same_values() -> None:
     for bad in (("kv-packed", "kv-packed", "kv-packed"), ("contiguous", "kv-packed", "contiguous")):
         with pytest.raises(ValueError, match="K's and V's together"):
             dataclasses.replace(plain, layouts=bad)
+    # the first found (no shrink: it took CI 81 s, 2026-12-08)
     found = find(attention_cases(dtypes=("float32",), max_seq=8), lambda c: c.spec.layouts[1] == "kv-packed",
-                 settings=settings(max_examples=2000, database=None, derandomize=True))
+                 settings=settings(max_examples=2000, database=None, derandomize=True, phases=[Phase.generate]))
     assert found.spec.layouts[2] == "kv-packed"
 
 
