@@ -66,7 +66,6 @@ from strategies.lengths import (
     WIDE_OFFSET_ELEMENTS,
     draws_index_width,
     full_tiles_for,
-    full_tiles_lengths,
     grid_counts,
     index_width_length,
     index_width_lengths,
@@ -1550,15 +1549,6 @@ def aligned_special_seqs(min_seq: int, max_seq: int) -> tuple[int, ...]:
     return _powers_of_two(max(min_seq, ALIGNED_SPECIAL_MIN_KEYS), max_seq, 0, 0)
 
 
-def block_ends_keys(min_keys: int, max_keys: int, dtype: str) -> int:
-    """The block-ends probe's key length where ``[min_keys, max_keys]`` are allowed (see
-    BLOCK_ENDS_MAX_KEYS) for ``dtype``'s cell: the most allowed where no length in range fills a
-    tile."""
-    top = min(BLOCK_ENDS_MAX_KEYS, max_keys)
-    full = full_tiles_for(full_tiles_lengths(top), dtype)
-    return full if full >= min_keys else top
-
-
 def _small_head_dim(drawn: int, allowed: tuple[int, ...], largest: int) -> int:
     """The drawn head dim if it is at most ``largest``, else the largest allowed one up to
     it (the smallest allowed one if none is that small)."""
@@ -2023,7 +2013,8 @@ def _attention_cases(draw: st.DrawFn, c: _AttentionConfig) -> AttentionCase:
         heads_kv, group = (1, heads) if shared else (heads, 1)
     elif c.probe == "block-ends":
         # See BLOCK_ENDS_MAX_KEYS: few queries and heads against many keys, every tile full.
-        seq_k, decode = block_ends_keys(c.min_seq, max(c.max_seq, c.mid_keys_max), fmt.name), False
+        seq_k = full_tiles_for(c.min_seq, min(BLOCK_ENDS_MAX_KEYS, max(c.max_seq, c.mid_keys_max)), fmt.name)
+        decode = False
         seq_q = max(c.min_seq, min(seq_q, BLOCK_ENDS_QUERIES))
         batch, heads_kv, group = 1, min(heads_kv, 2), min(group, 2)
         head_dim = _small_head_dim(head_dim, c.head_dims, MID_KEYS_MAX_HEAD_DIM)

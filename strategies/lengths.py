@@ -138,10 +138,13 @@ def full_tiles_lengths(limit: int, blocks: tuple[int, ...] = TILE_WIDTHS) -> tup
 FULL_TILES_DTYPES = ("float16", "bfloat16", "float32", "float64")
 
 
-def full_tiles_for(found: tuple[int, ...], dtype: str) -> int:
-    """The one of ``found`` (``full_tiles_lengths``) that ``dtype``'s cell tries."""
+def full_tiles_for(min_length: int, max_length: int, dtype: str) -> int:
+    """The one of ``full_tiles_lengths(max_length)`` that ``dtype``'s cell tries (the block-ends
+    probes'), or ``max_length`` where that one is below ``min_length``."""
+    found = full_tiles_lengths(max_length)
     at = FULL_TILES_DTYPES.index(dtype) if dtype in FULL_TILES_DTYPES else 0
-    return found[at % len(found)]
+    full = found[at % len(found)]
+    return full if full >= min_length else max_length
 
 
 def _fills_several(m: int, blocks: tuple[int, ...] = TILE_WIDTHS) -> bool:

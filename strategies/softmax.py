@@ -55,7 +55,6 @@ from strategies.lengths import (
     WIDE_OFFSET_ELEMENTS,
     draws_index_width,
     full_tiles_for,
-    full_tiles_lengths,
     grid_counts,
     index_width_length,
     index_width_lengths,
@@ -777,14 +776,6 @@ def aligned_special_lengths(min_length: int, max_length: int) -> tuple[int, ...]
     return _powers_of_two(max(min_length, ALIGNED_SPECIAL_MIN_LENGTH), max_length, 0, 0)
 
 
-def block_ends_length(min_length: int, max_length: int, dtype: str) -> int:
-    """The block-ends probe's row length for ``dtype``'s cell where ``[min_length, max_length]``
-    is the long rows' range (see BLOCK_ENDS_GAP_NATS): the longest allowed where none in range
-    fills a tile."""
-    full = full_tiles_for(full_tiles_lengths(max_length), dtype)
-    return full if full >= min_length else max_length
-
-
 def floor_row_length(min_length: int, max_length: int) -> int:
     """The floor-row probe's length: the longest 2**k + 1 within [min_length, max_length] (a
     ragged tail of one for every power-of-two block), else max_length."""
@@ -976,7 +967,7 @@ def _softmax_cases(draw: st.DrawFn, c: _SoftmaxConfig) -> SoftmaxCase:
         elif forced in ("edge-spike", "masked-long"):
             length, rows, batch, heads = c.long_range[1], 2, 0, 0
         elif forced == "block-ends":
-            length, rows, batch, heads = block_ends_length(*c.long_range, fmt.name), 2, 0, 0
+            length, rows, batch, heads = full_tiles_for(*c.long_range, fmt.name), 2, 0, 0
         elif forced == "floor-row":
             length, rows, batch, heads = floor_row_length(c.min_length, c.max_length), min(2, c.max_rows), 0, 0
         elif forced == "spread-ladder":
