@@ -242,7 +242,7 @@ PLAIN_LAYOUT_PROBES = ("aligned-specials", "many-rows", "long-row", "index-width
 #: rest of ``lengths.TILE_WIDTHS``), no
 #: mask, no special value, every entry at a block's edge (``values.block_end_keys``: 15, 16, 31,
 #: 32, ..., 8191, 8192, each full last tile's first entry and the one before it, and the last
-#: entry: 41 on the CPU) lifted over the row's maximum to near-equal shares
+#: entry: 43 of float32's 14400) lifted over the row's maximum to near-equal shares
 #: (``values.BLOCK_END_SPREAD``): in row 0 by ln(n) + 1, so that those entries hold nearly all
 #: the weight, in row 1 by the row shift (row_shift_for), so that they alone hold it (the rest
 #: are 0).  A kernel that loses such an entry from its maximum and sum, counts it twice where

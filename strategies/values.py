@@ -147,8 +147,8 @@ VERY_NEGATIVE_CEILING = -1.25e4
 #: at a block's edge (``block_end_keys``: power-of-two blocks, and the last tile of the tilings
 #: the row fills) to the row's maximum plus the gap, less
 #: BLOCK_END_SPREAD times its own distance below the highest of them: near-equal shares, each
-#: about 1 / (edges) of their weight (0.019 to 0.034 in the softmax block-ends probe's first
-#: float32 case: 41 edges of 9600 entries, scale 1).
+#: about 1 / (edges) of their weight (0.017 to 0.030 in the softmax block-ends probe's first
+#: float32 case: 43 edges of 14400 entries, scale 1; CPU, 2026-12-08).
 DOMINANT_AT = ("random", "last", "first", "block-ends")
 BLOCK_END_SPREAD = 0.125
 #: Which key of a (batch, head) a ``key-spike`` recipe lifts, by its ``count``: ``block-ends``
